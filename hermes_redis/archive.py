@@ -1,0 +1,395 @@
+"""The cold tier: a SQLite archive that is the durable record of every session.
+
+The ``sessions`` and ``messages`` tables keep the Hermes schema (tools written for it
+keep working) plus a ``seq`` column, tombstones, persistent memories and FTS5 search.
+WAL mode and a busy timeout let workers, the CLI and agents use one file at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hermes_redis.errors import BackendUnavailableError
+from hermes_redis.models import Message, new_message_id
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, title TEXT,
+  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  total_tokens INTEGER DEFAULT 0, message_count INTEGER DEFAULT 0,
+  status TEXT DEFAULT 'active', summary TEXT,
+  summary_seq INTEGER DEFAULT 0, last_seq INTEGER DEFAULT 0);
+CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY,
+  session_id TEXT REFERENCES sessions(session_id),
+  role TEXT NOT NULL, content TEXT NOT NULL, token_count INTEGER, tool_calls JSON,
+  file_refs JSON, memory_refs JSON, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  seq INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, created_at);
+CREATE UNIQUE INDEX IF NOT EXISTS idx_messages_seq ON messages(session_id, seq);
+CREATE INDEX IF NOT EXISTS idx_sessions_user ON sessions(user_id, updated_at);
+CREATE TABLE IF NOT EXISTS tombstones (message_id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+  seq INTEGER, forgotten_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+CREATE TABLE IF NOT EXISTS memories (memory_id TEXT PRIMARY KEY, user_id TEXT NOT NULL,
+  session_id TEXT, content TEXT NOT NULL, token_count INTEGER,
+  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+CREATE INDEX IF NOT EXISTS idx_memories_user ON memories(user_id, created_at);
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(body, tokenize='unicode61');
+"""
+
+# CJK text has no spaces between words; index each character so any substring is a phrase.
+_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
+
+
+def fts_text(text: str) -> str:
+    return _CJK.sub(r" \1 ", text)
+
+
+def fts_query(query: str) -> str:
+    """Each word of the query as a quoted phrase: user text is never FTS syntax."""
+    phrases = []
+    for word in query.split():
+        parts = [p.replace('"', '""') for p in fts_text(word).split()]
+        if parts:
+            phrases.append('"' + " ".join(parts) + '"')
+    return " AND ".join(phrases)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    session_id: str
+    seq: int
+    role: str
+    snippet: str
+    title: str
+    score: float
+    tier: str = "archive"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    message_id: str
+    seq: int
+    token_count: int
+
+
+class Archive:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = 0
+        self._inode = 0
+
+    # --- connection ------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            self._check_file()
+            return self._conn
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.executescript(SCHEMA)
+        except sqlite3.Error as err:
+            raise self._unavailable(err) from None
+        except OSError as err:
+            raise BackendUnavailableError(f"cannot open archive {self.path}: {err.strerror}") from None
+        self._conn, self._pid = conn, os.getpid()
+        self._inode = self.path.stat().st_ino
+        return conn
+
+    def _check_file(self) -> None:
+        """A removed or replaced file would swallow writes silently; refuse instead."""
+        try:
+            inode = self.path.stat().st_ino
+        except FileNotFoundError:
+            inode = -1
+        if inode != self._inode:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+            raise BackendUnavailableError(
+                f"archive {self.path} was removed or replaced while in use; restore it "
+                "(the hot tier keeps unarchived turns) and retry"
+            )
+
+    def _unavailable(self, err: Exception) -> BackendUnavailableError:
+        text = str(err)
+        hint = {
+            "locked": "another process holds a write lock; retry when it finishes",
+            "full": "the disk is full; free space and retry",
+            "readonly": "the file is read-only; fix its permissions",
+            "unable to open": "check the path and its permissions",
+            "malformed": "the file is corrupted; restore it from a backup",
+        }
+        extra = next((h for k, h in hint.items() if k in text), "check the file and retry")
+        return BackendUnavailableError(f"archive {self.path}: {text}; {extra}")
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as err:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise self._unavailable(err) from None
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            conn = self._connect()
+            try:
+                cur = conn.execute(sql, args)
+                cols = [d[0] for d in cur.description]
+                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]  # type: ignore[misc]
+            except sqlite3.Error as err:
+                raise self._unavailable(err) from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    # --- writes ----------------------------------------------------------------------------
+    def write(self, session: dict[str, Any], messages: Sequence[Message],
+              full_text: dict[str, str] | None = None) -> int:
+        """Upsert the session row and insert messages not yet archived nor tombstoned.
+
+        Idempotent by message_id, one transaction: a crash leaves all or nothing (invariant 3).
+        Returns how many messages were new.
+        """
+        full_text = full_text or {}
+        with self._tx() as conn:
+            self._upsert_session(conn, session)
+            added = 0
+            for m in messages:
+                content = full_text.get(m.message_id, m.content)
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO messages (message_id, session_id, role, content,"
+                    " token_count, tool_calls, file_refs, memory_refs, created_at, seq)"
+                    " SELECT ?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS"
+                    " (SELECT 1 FROM tombstones WHERE message_id = ?)",
+                    (m.message_id, m.session_id, m.role, content, m.token_count,
+                     m.tool_calls or None, json.dumps(list(m.file_refs)),
+                     json.dumps(list(m.memory_refs)), _ts(m.created_at), m.seq, m.message_id),
+                )
+                if cur.rowcount == 1:
+                    added += 1
+                    conn.execute("INSERT INTO messages_fts(rowid, body) VALUES (?, ?)",
+                                 (cur.lastrowid, fts_text(content)))
+            self._recount(conn, session["session_id"])
+            return added
+
+    def _upsert_session(self, conn: sqlite3.Connection, s: dict[str, Any]) -> None:
+        conn.execute(
+            "INSERT INTO sessions (session_id, user_id, title, created_at, updated_at, status,"
+            " summary, summary_seq, last_seq) VALUES (?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT(session_id) DO UPDATE SET user_id=excluded.user_id,"
+            " title=excluded.title, updated_at=max(updated_at, excluded.updated_at),"
+            " status=CASE WHEN sessions.status='deleted' THEN 'deleted' ELSE excluded.status END,"
+            " summary=CASE WHEN excluded.summary_seq >= sessions.summary_seq"
+            "   THEN excluded.summary ELSE sessions.summary END,"
+            " summary_seq=max(sessions.summary_seq, excluded.summary_seq),"
+            " last_seq=max(sessions.last_seq, excluded.last_seq)",
+            (s["session_id"], s["user_id"], s["title"], _ts(s["created_at"]),
+             _ts(s["updated_at"]), s["status"], s.get("summary", ""), s.get("summary_seq", 0),
+             s.get("last_seq", 0)),
+        )
+
+    def _recount(self, conn: sqlite3.Connection, sid: str) -> None:
+        conn.execute(
+            "UPDATE sessions SET (message_count, total_tokens) = (SELECT count(*),"
+            " coalesce(sum(token_count), 0) FROM messages WHERE session_id = ?)"
+            " WHERE session_id = ?",
+            (sid, sid),
+        )
+
+    def set_summary(self, sid: str, summary: str, summary_seq: int, force: bool = False) -> None:
+        """Store a summary unless a newer one is there (``force``: clear may move it back)."""
+        cond = "" if force else " AND summary_seq <= ?"
+        args: tuple[Any, ...] = (summary, summary_seq, sid) + (() if force else (summary_seq,))
+        with self._tx() as conn:
+            conn.execute(f"UPDATE sessions SET summary=?, summary_seq=? WHERE session_id=?{cond}",
+                         args)
+
+    def set_status(self, sid: str, status: str) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE sessions SET status=?, updated_at=? WHERE session_id=?",
+                         (status, _ts(time.time()), sid))
+
+    def forget(self, sid: str, targets: Sequence[Forgotten]) -> list[Forgotten]:
+        """Tombstone and delete; returns the targets that were not forgotten before.
+
+        A flush racing this either commits first (and is deleted here) or finds the
+        tombstone and skips the row (invariant 4).
+        """
+        fresh: list[Forgotten] = []
+        with self._tx() as conn:
+            for t in targets:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO tombstones (message_id, session_id, seq) VALUES (?,?,?)",
+                    (t.message_id, sid, t.seq),
+                )
+                if cur.rowcount == 1:
+                    fresh.append(t)
+                row = conn.execute("SELECT rowid FROM messages WHERE message_id=?",
+                                   (t.message_id,)).fetchone()
+                if row:
+                    conn.execute("DELETE FROM messages_fts WHERE rowid=?", (row[0],))
+                    conn.execute("DELETE FROM messages WHERE rowid=?", (row[0],))
+            self._recount(conn, sid)
+        return fresh
+
+    def purge(self, sid: str) -> None:
+        with self._tx() as conn:
+            conn.execute("DELETE FROM messages_fts WHERE rowid IN"
+                         " (SELECT rowid FROM messages WHERE session_id=?)", (sid,))
+            conn.execute("INSERT OR IGNORE INTO tombstones (message_id, session_id, seq)"
+                         " SELECT message_id, session_id, seq FROM messages WHERE session_id=?",
+                         (sid,))
+            conn.execute("DELETE FROM messages WHERE session_id=?", (sid,))
+            conn.execute("UPDATE sessions SET status='deleted', summary='', message_count=0,"
+                         " total_tokens=0 WHERE session_id=?", (sid,))
+
+    def remember(self, user_id: str, content: str, token_count: int,
+                 session_id: str | None) -> str:
+        memory_id = "mem_" + new_message_id()
+        with self._tx() as conn:
+            conn.execute("INSERT INTO memories (memory_id, user_id, session_id, content,"
+                         " token_count, created_at) VALUES (?,?,?,?,?,?)",
+                         (memory_id, user_id, session_id, content, token_count, _ts(time.time())))
+        return memory_id
+
+    # --- reads -----------------------------------------------------------------------------
+    def session(self, sid: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT * FROM sessions WHERE session_id=?", (sid,))
+        return rows[0] if rows else None
+
+    def sessions(self, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        sql, args = "SELECT * FROM sessions WHERE 1=1", []
+        if user_id is not None:
+            sql += " AND user_id=?"
+            args.append(user_id)
+        if status is not None:
+            sql += " AND status=?"
+            args.append(status)
+        return self._read(sql + " ORDER BY updated_at DESC", args)
+
+    def session_ids_like(self, prefix: str) -> list[str]:
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self._read("SELECT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\'",
+                          (escaped + "%",))
+        return [r["session_id"] for r in rows]
+
+    def messages(self, sid: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Message]:
+        sql = "SELECT * FROM messages WHERE session_id=? AND seq>?"
+        args: list[Any] = [sid, after_seq]
+        if upto_seq is not None:
+            sql += " AND seq<=?"
+            args.append(upto_seq)
+        return [_message(r) for r in self._read(sql + " ORDER BY seq", args)]
+
+    def newest(self, sid: str, after_seq: int, limit: int) -> list[Message]:
+        rows = self._read("SELECT * FROM messages WHERE session_id=? AND seq>? ORDER BY seq DESC"
+                          " LIMIT ?", (sid, after_seq, limit))
+        return [_message(r) for r in reversed(rows)]
+
+    def stats(self, sid: str) -> tuple[int, int, int]:
+        """(archived messages, their tokens, highest archived seq)."""
+        row = self._read("SELECT count(*) AS n, coalesce(sum(token_count),0) AS t,"
+                         " coalesce(max(seq),0) AS m FROM messages WHERE session_id=?", (sid,))[0]
+        return int(row["n"]), int(row["t"]), int(row["m"])
+
+    def memories(self, user_id: str) -> list[dict[str, Any]]:
+        return self._read("SELECT * FROM memories WHERE user_id=? ORDER BY created_at, memory_id",
+                          (user_id,))
+
+    def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        match = fts_query(query)
+        if not match:
+            return []
+        sql = (
+            "SELECT m.session_id, m.seq, m.role, m.content, s.title, bm25(messages_fts) AS score"
+            " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+            " JOIN sessions s ON s.session_id = m.session_id"
+            " WHERE messages_fts MATCH ? AND s.status != 'deleted'"
+        )
+        args: list[Any] = [match]
+        if user_id is not None:
+            sql += " AND s.user_id = ?"
+            args.append(user_id)
+        rows = self._read(sql + " ORDER BY score LIMIT ?", [*args, limit])
+        return [
+            SearchHit(r["session_id"], r["seq"], r["role"], snippet(r["content"], query),
+                      r["title"] or "", -float(r["score"]))
+            for r in rows
+        ]
+
+
+def snippet(text: str, query: str, width: int = 80) -> str:
+    """A window of ``text`` around the first query word, on one line."""
+    flat = " ".join(text.split())
+    lowered = flat.lower()
+    positions = [lowered.find(w.lower()) for w in query.split()]
+    hits = [p for p in positions if p >= 0]
+    at = min(hits) if hits else 0
+    start = max(0, at - width // 3)
+    piece = flat[start : start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+def _ts(value: float | str) -> str:
+    """Timestamps as ISO text (what CURRENT_TIMESTAMP writes), with microseconds."""
+    if isinstance(value, str):
+        value = float(value)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(value)) + f".{int(value % 1 * 1e6):06d}"
+
+
+def parse_ts(value: str | float | None) -> float:
+    if value is None:
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    base, _, frac = value.partition(".")
+    import calendar
+
+    seconds = calendar.timegm(time.strptime(base, "%Y-%m-%d %H:%M:%S"))
+    return seconds + (float("0." + frac) if frac else 0.0)
+
+
+def _message(row: dict[str, Any]) -> Message:
+    return Message(
+        session_id=row["session_id"],
+        seq=row["seq"],
+        role=row["role"],
+        content=row["content"],
+        token_count=row["token_count"] or 0,
+        message_id=row["message_id"],
+        tool_calls=row["tool_calls"] or "",
+        file_refs=tuple(json.loads(row["file_refs"] or "[]")),
+        memory_refs=tuple(json.loads(row["memory_refs"] or "[]")),
+        created_at=parse_ts(row["created_at"]),
+    )

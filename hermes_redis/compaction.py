@@ -1,0 +1,173 @@
+"""Moving turns between the tiers: flush to the archive, compact the hot tier.
+
+Both are safe to crash at any point and to run again, from any number of workers:
+flush is idempotent by message_id (invariant 3) and acknowledges only what the archive
+committed; compaction installs its summary by compare-and-set and trims only archived
+messages (invariant 2).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hermes_redis.archive import Archive
+from hermes_redis.config import Config
+from hermes_redis.hot import HotStore, Meta
+from hermes_redis.models import Message
+from hermes_redis.summarizers import Summarizer
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    summarized_upto: int
+    trimmed: int
+    summary_tokens: int
+    kept: int
+
+
+def session_row(sid: str, meta: Meta) -> dict[str, Any]:
+    return {
+        "session_id": sid,
+        "user_id": meta.get("user_id", ""),
+        "title": meta.get("title", ""),
+        "created_at": float(meta.get("created_at", "0")),
+        "updated_at": float(meta.get("updated_at", "0")),
+        "status": meta.get("status", "active"),
+        "summary": meta.get("summary", ""),
+        "summary_seq": int(meta.get("summary_seq", "0")),
+        "last_seq": int(meta.get("last_seq", "0")),
+    }
+
+
+def split_turns(messages: list[Message]) -> list[list[Message]]:
+    """A turn starts at a user message and runs until the next one."""
+    turns: list[list[Message]] = []
+    for m in messages:
+        if m.role == "user" or not turns:
+            turns.append([m])
+        else:
+            turns[-1].append(m)
+    return turns
+
+
+class Maintainer:
+    def __init__(self, config: Config, hot: HotStore, archive: Archive,
+                 summarizer: Summarizer) -> None:
+        self.config, self.hot, self.archive, self.summarizer = config, hot, archive, summarizer
+
+    @property
+    def ttl(self) -> int:
+        return self.config.session.ttl
+
+    def flush(self, sid: str) -> int:
+        """Copy the session's unarchived messages into the archive; returns how many were new."""
+        self.hot.clear_pending(sid)  # appends from now on enqueue a new flush
+        meta = self.hot.meta(sid)
+        if meta is None:
+            return 0
+        flushed = int(meta["flushed_seq"])
+        pending: list[Message] = []
+        for m in self.hot.tail(sid, page_size=256):
+            if m.seq <= flushed:
+                break
+            pending.append(m)
+        pending.reverse()
+        tool_ids = [m.message_id for m in pending if m.role == "tool"]
+        full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
+        added = self.archive.write(session_row(sid, meta), pending, full)
+        upto = pending[-1].seq if pending else int(meta["last_seq"])
+        self.hot.ack_flush(sid, upto, self.ttl, tool_ids)
+        return added
+
+    def needs_compaction(self, sid: str) -> bool:
+        meta = self.hot.meta(sid)
+        if meta is None:
+            return False
+        live = self._live(sid, meta)
+        return len(live) > self.config.session.max_messages or self._tokens(live) > self._token_cap()
+
+    def compact(self, sid: str, force: bool = False) -> CompactResult | None:
+        """Apply the configured strategy; None when there is nothing to do."""
+        self.flush(sid)
+        for _ in range(3):  # another worker may move the summary meanwhile
+            meta = self.hot.meta(sid)
+            if meta is None:
+                return None
+            live = self._live(sid, meta)
+            over = len(live) > self.config.session.max_messages
+            if not (force or over or self._tokens(live) > self._token_cap()):
+                return None
+            kept = self._kept(live, force)
+            folded = live[: len(live) - len(kept)]
+            if not folded:
+                return None
+            old_seq = int(meta["summary_seq"])
+            new_seq = folded[-1].seq
+            summary = self._summarize(meta["summary"], folded)
+            trimmed = self.hot.compact(sid, old_seq, summary, new_seq)
+            if trimmed == -2:
+                continue
+            if trimmed == -1:
+                return None
+            self.archive.set_summary(sid, summary, new_seq)
+            tokens = self.summarizer_tokens(summary)
+            return CompactResult(new_seq, trimmed, tokens, len(kept))
+        return None
+
+    def summarizer_tokens(self, summary: str) -> int:
+        tokenizer = getattr(self.summarizer, "tokenizer", None) or getattr(
+            getattr(self.summarizer, "fallback", None), "tokenizer", None)
+        return tokenizer.count(summary) if tokenizer and summary else 0
+
+    def _summarize(self, previous: str, folded: list[Message]) -> str:
+        c = self.config.session.compression
+        if not (c.enabled and c.summarize_older) or c.strategy == "rolling_window":
+            return previous
+        return self.summarizer.summarize(previous, folded, c.summary_max_tokens)
+
+    def _kept(self, live: list[Message], force: bool) -> list[Message]:
+        """The newest messages the strategy keeps verbatim: whole turns, within both caps."""
+        s = self.config.session
+        if not s.compression.enabled or s.compression.strategy == "rolling_window":
+            kept = live[-s.max_messages :]
+            while kept and self._tokens(kept) > self._token_cap():
+                kept = kept[1:]
+            return kept
+        keep_turns = 1 if s.compression.strategy == "summary" else s.compression.keep_recent
+        turns = split_turns(live)
+        if force and len(turns) <= keep_turns:
+            keep_turns = max(1, len(turns) - 1)
+        kept_turns = turns[-keep_turns:]
+        while len(kept_turns) > 1 and (
+            sum(len(t) for t in kept_turns) > s.max_messages
+            or self._tokens([m for t in kept_turns for m in t]) > self._token_cap()
+        ):
+            kept_turns = kept_turns[1:]
+        return [m for t in kept_turns for m in t]
+
+    def _live(self, sid: str, meta: Meta) -> list[Message]:
+        summary_seq = int(meta["summary_seq"])
+        return [m for m in self.hot.messages(sid) if m.seq > summary_seq]
+
+    def _token_cap(self) -> int:
+        return int(self.config.context_budget * self.config.session.compression.threshold)
+
+    @staticmethod
+    def _tokens(messages: list[Message]) -> int:
+        return sum(m.token_count for m in messages)
+
+
+def sweep(maintainer: Maintainer, enqueue: Any, grace: float = 30.0) -> list[str]:
+    """Re-enqueue sessions whose backlog is older than ``grace`` seconds or whose hot tier
+    is over its cap: correctness never depends on a job surviving."""
+    hot = maintainer.hot
+    stale = set(hot.backlog_sessions(time.time() - grace))
+    cap = maintainer.config.session.max_messages
+    for sid in hot.session_ids():
+        if hot.length(sid) > cap and maintainer.needs_compaction(sid):
+            stale.add(sid)
+    for sid in sorted(stale):
+        enqueue(sid)
+    return sorted(stale)

@@ -1,0 +1,281 @@
+"""Typed configuration loaded from ``config.yml`` with environment overrides.
+
+Unknown keys, wrong types and impossible values are errors naming the key and the file,
+so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from hermes_redis.errors import ConfigError
+
+Backend = Literal["memory", "redis"]
+Strategy = Literal["rolling_window", "summary", "hybrid"]
+
+
+@dataclass(frozen=True)
+class Compression:
+    enabled: bool = True
+    strategy: Strategy = "hybrid"
+    keep_recent: int = 10
+    summarize_older: bool = True
+    summary_model: str = "default"
+    threshold: float = 0.8
+    summary_max_tokens: int = 2000
+
+
+@dataclass(frozen=True)
+class Session:
+    backend: Backend = "redis"
+    max_messages: int = 50
+    ttl: int = 3600
+    compression: Compression = field(default_factory=Compression)
+    auto_title: bool = True
+    save_tool_results: bool = True
+    tool_result_max_tokens: int = 2000
+
+
+@dataclass(frozen=True)
+class Memory:
+    session: Session = field(default_factory=Session)
+
+
+@dataclass(frozen=True)
+class Redis:
+    url: str | None = None
+    key_prefix: str = "hermes"
+    queue: str = "hermes"
+    socket_timeout: float = 5.0
+    retries: int = 3
+
+
+@dataclass(frozen=True)
+class Archive:
+    data_dir: str = "~/.hermes/data"
+    path: str | None = None
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str = "default"
+    context_window: int = 200_000
+    reply_reserve: int = 8_192
+    encoding: str = "cl100k_base"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_content_bytes: int = 1_048_576
+    max_title_chars: int = 80
+
+
+@dataclass(frozen=True)
+class Summarizer:
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout: float = 20.0
+
+
+@dataclass(frozen=True)
+class Config:
+    memory: Memory = field(default_factory=Memory)
+    redis: Redis = field(default_factory=Redis)
+    archive: Archive = field(default_factory=Archive)
+    model: Model = field(default_factory=Model)
+    limits: Limits = field(default_factory=Limits)
+    summarizer: Summarizer = field(default_factory=Summarizer)
+    source: str = field(default="<defaults>", compare=False)
+
+    @property
+    def session(self) -> Session:
+        return self.memory.session
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self.archive.data_dir).expanduser()
+
+    @property
+    def archive_path(self) -> Path:
+        if self.archive.path:
+            return Path(self.archive.path).expanduser()
+        return self.data_dir / "memory.db"
+
+    @property
+    def context_budget(self) -> int:
+        return self.model.context_window - self.model.reply_reserve
+
+    def with_overrides(self, **sections: dict[str, Any]) -> Config:
+        """A copy with some keys replaced, validated like the file (handy in tests)."""
+        data = _as_dict(self)
+        _deep_merge(data, sections)
+        return _build(Config, data, "", self.source)
+
+
+ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "HERMES_REDIS_URL": ("redis", "url"),
+    "HERMES_KEY_PREFIX": ("redis", "key_prefix"),
+    "HERMES_QUEUE": ("redis", "queue"),
+    "HERMES_DATA_DIR": ("archive", "data_dir"),
+    "HERMES_ARCHIVE_PATH": ("archive", "path"),
+    "HERMES_BACKEND": ("memory", "session", "backend"),
+    "HERMES_SUMMARIZER_API_KEY": ("summarizer", "api_key"),
+}
+
+
+def load(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load ``path`` (or ``$HERMES_CONFIG``, or ``./config.yml`` if present, else defaults)."""
+    chosen = path or os.environ.get("HERMES_CONFIG")
+    if chosen is None and Path("config.yml").is_file():
+        chosen = "config.yml"
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if chosen is not None:
+        source = str(chosen)
+        data = _read_yaml(Path(chosen))
+    for var, keys in ENV_OVERRIDES.items():
+        value = os.environ.get(var)
+        if value is not None:
+            _set_path(data, keys, value or None, f"${var}")
+    return _build(Config, data, "", source)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found; pass --config or set HERMES_CONFIG") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read config file {path}: {err}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: invalid YAML{where}; fix the syntax") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, not {_kind(data)}")
+    return data
+
+
+def _set_path(data: dict[str, Any], keys: tuple[str, ...], value: Any, origin: str) -> None:
+    node = data
+    for key in keys[:-1]:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{origin}: cannot override {'.'.join(keys)}: {key} is not a mapping")
+        node = child
+    node[keys[-1]] = value
+
+
+def _build(cls: type, data: Any, prefix: str, source: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {prefix.rstrip('.') or 'top level'} must be a mapping")
+    hints = get_type_hints(cls)
+    known = {f.name for f in fields(cls) if f.name != "source"}
+    for key in data:
+        if key not in known:
+            name = f"{prefix}{key}"
+            raise ConfigError(f"{source}: unknown key '{name}'; allowed here: {', '.join(sorted(known))}")
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name == "source" or f.name not in data:
+            continue
+        key = f"{prefix}{f.name}"
+        hint = hints[f.name]
+        if is_dataclass(hint):
+            values[f.name] = _build(hint, data[f.name] or {}, f"{key}.", source)  # type: ignore[arg-type]
+        else:
+            values[f.name] = _coerce(hint, data[f.name], key, source)
+    obj = cls(**values)
+    if cls is Config:
+        obj = replace(obj, source=source)
+        _check(obj)
+    return obj
+
+
+def _coerce(hint: Any, value: Any, key: str, source: str) -> Any:
+    options = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
+    allows_none = type(None) in options
+    if value is None:
+        if allows_none:
+            return None
+        raise ConfigError(f"{source}: {key} must not be empty")
+    base = next(o for o in options if o is not type(None))
+    if get_origin(base) is Literal:
+        allowed = get_args(base)
+        if value not in allowed:
+            raise ConfigError(f"{source}: {key} is {value!r}; use one of {', '.join(allowed)}")
+        return value
+    if isinstance(value, str) and base is not str:
+        value = _parse_scalar(value, base, key, source)
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, base) or (base is int and isinstance(value, bool)):
+        raise ConfigError(f"{source}: {key} must be {base.__name__}, got {_kind(value)} {value!r}")
+    return value
+
+
+def _parse_scalar(text: str, base: type, key: str, source: str) -> Any:
+    """Environment overrides arrive as strings; parse them as YAML scalars."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise ConfigError(f"{source}: {key} must be {base.__name__}, got {text!r}") from None
+
+
+def _check(cfg: Config) -> None:
+    """Values that parse but cannot work."""
+    s, src = cfg.session, cfg.source
+    rules: list[tuple[bool, str]] = [
+        (s.max_messages >= 1, "memory.session.max_messages must be at least 1"),
+        (s.ttl >= 0, "memory.session.ttl must be 0 (never expire) or a positive number of seconds"),
+        (s.compression.keep_recent >= 1, "memory.session.compression.keep_recent must be at least 1"),
+        (0 < s.compression.threshold <= 1, "memory.session.compression.threshold must be in (0, 1]"),
+        (s.compression.summary_max_tokens >= 50, "memory.session.compression.summary_max_tokens must be at least 50"),
+        (s.tool_result_max_tokens >= 16, "memory.session.tool_result_max_tokens must be at least 16"),
+        (cfg.model.context_window >= 256, "model.context_window must be at least 256"),
+        (0 <= cfg.model.reply_reserve < cfg.model.context_window, "model.reply_reserve must be between 0 and model.context_window"),
+        (cfg.limits.max_content_bytes >= 1, "limits.max_content_bytes must be at least 1"),
+        (cfg.redis.socket_timeout > 0, "redis.socket_timeout must be positive"),
+        (cfg.redis.retries >= 0, "redis.retries must be 0 or more"),
+        (cfg.summarizer.timeout > 0, "summarizer.timeout must be positive"),
+        (_valid_prefix(cfg.redis.key_prefix), "redis.key_prefix must be 1-32 characters of [A-Za-z0-9_.-]"),
+    ]
+    for ok, message in rules:
+        if not ok:
+            raise ConfigError(f"{src}: {message}")
+
+
+def _valid_prefix(prefix: str) -> bool:
+    import re
+
+    return re.fullmatch(r"[A-Za-z0-9_.\-]{1,32}", prefix) is not None
+
+
+def _kind(value: Any) -> str:
+    return {list: "a list", dict: "a mapping", str: "a string", bool: "a boolean"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _as_dict(obj: Any) -> Any:
+    if is_dataclass(obj):
+        return {f.name: _as_dict(getattr(obj, f.name)) for f in fields(obj) if f.name != "source"}
+    return obj
+
+
+def _deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = value

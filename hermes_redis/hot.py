@@ -1,0 +1,540 @@
+"""The hot tier: each session's newest messages plus a meta hash.
+
+One small interface, two backends: ``RedisHot`` (shared between processes, atomic
+steps in Lua scripts beside this file) and ``MemoryHot`` (one process, same rules).
+Nothing above this module knows which one it talks to.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError
+from hermes_redis.models import Message
+
+Meta = dict[str, str]
+T = TypeVar("T")
+LUA_DIR = Path(__file__).with_name("lua")
+log = logging.getLogger(__name__)
+
+COUNTER_FIELDS = ("total_tokens", "message_count", "summary_seq", "last_seq", "flushed_seq")
+
+
+def new_meta(user_id: str, title: str, now: float) -> Meta:
+    return {
+        "user_id": user_id,
+        "title": title,
+        "created_at": repr(now),
+        "updated_at": repr(now),
+        "total_tokens": "0",
+        "message_count": "0",
+        "status": "active",
+        "summary": "",
+        "summary_seq": "0",
+        "last_seq": "0",
+        "flushed_seq": "0",
+    }
+
+
+class HotStore(ABC):
+    """What the rest of the system needs from the hot tier, in plain types."""
+
+    name: str
+
+    @abstractmethod
+    def create(self, sid: str, meta: Meta, ttl: int) -> bool:
+        """Create the session; False if it exists already."""
+
+    @abstractmethod
+    def append(self, msg: Message, now: float, title: str, full_text: str = "") -> tuple[int, bool]:
+        """Store ``msg`` with the next seq; returns (seq, whether a flush must be enqueued).
+        ``full_text`` is an uncapped tool result kept until it is archived."""
+
+    @abstractmethod
+    def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]: ...
+
+    @abstractmethod
+    def meta(self, sid: str) -> Meta | None: ...
+
+    @abstractmethod
+    def page(self, sid: str, skip: int, count: int) -> list[Message]:
+        """Up to ``count`` messages ending ``skip`` messages before the newest, oldest first."""
+
+    @abstractmethod
+    def length(self, sid: str) -> int: ...
+
+    @abstractmethod
+    def ack_flush(self, sid: str, upto_seq: int, ttl: int, archived_ids: list[str]) -> int:
+        """Mark seq <= upto_seq archived; returns the backlog left (-1: no such session)."""
+
+    @abstractmethod
+    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None) -> int:
+        """Install a summary covering seq <= new_seq (None: up to the newest) and trim what it
+        covers and is archived. ``expected_seq`` None skips the compare-and-set.
+        Returns trimmed count, -1 if the session is gone, -2 if the summary moved meanwhile."""
+
+    @abstractmethod
+    def forget(self, sid: str, targets: list[tuple[str, int, int]]) -> int:
+        """Remove (message_id, seq, tokens) targets; idempotent per message_id."""
+
+    @abstractmethod
+    def hydrate(self, sid: str, meta: Meta, messages: list[Message], ttl: int) -> bool: ...
+
+    @abstractmethod
+    def set_fields(self, sid: str, fields: Meta) -> None: ...
+
+    @abstractmethod
+    def clear_pending(self, sid: str) -> None: ...
+
+    @abstractmethod
+    def drop(self, sid: str) -> None:
+        """Remove the session's hot keys (the archive keeps its record)."""
+
+    @abstractmethod
+    def touch(self, sid: str, ttl: int) -> None: ...
+
+    @abstractmethod
+    def ttl_left(self, sid: str) -> int | None:
+        """Seconds until expiry; None when it will not expire."""
+
+    @abstractmethod
+    def session_ids(self) -> list[str]:
+        """Every session in the hot index, newest first (may include expired ones)."""
+
+    @abstractmethod
+    def unindex(self, sids: list[str]) -> None: ...
+
+    @abstractmethod
+    def backlog_sessions(self, older_than: float) -> list[str]:
+        """Sessions holding unarchived messages since before ``older_than``."""
+
+    def messages(self, sid: str) -> list[Message]:
+        return self.page(sid, 0, self.length(sid)) if self.length(sid) else []
+
+    def tail(self, sid: str, page_size: int = 64) -> Iterator[Message]:
+        """Newest first, paging backwards, so callers read only what they use."""
+        skip = 0
+        while True:
+            page = self.page(sid, skip, page_size)
+            yield from reversed(page)
+            if len(page) < page_size:
+                return
+            skip += page_size
+
+    def ping(self) -> None:
+        """Raise BackendUnavailableError when the store cannot be reached."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+class MemoryHot(HotStore):
+    """In-process hot tier: lost on restart, same rules as Redis (TTL waits for the archive)."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._meta: dict[str, Meta] = {}
+        self._lists: dict[str, list[Message]] = {}
+        self._expires: dict[str, float] = {}
+        self._index: dict[str, float] = {}
+        self._dirty: dict[str, float] = {}
+        self._full: dict[str, str] = {}
+
+    def _live(self, sid: str) -> Meta | None:
+        deadline = self._expires.get(sid)
+        if deadline is not None and deadline <= time.time():
+            self._meta.pop(sid, None)
+            self._lists.pop(sid, None)
+            self._expires.pop(sid, None)
+        return self._meta.get(sid)
+
+    def _expire(self, sid: str, ttl: int) -> None:
+        meta = self._meta[sid]
+        if ttl > 0 and int(meta["flushed_seq"]) >= int(meta["last_seq"]):
+            self._expires[sid] = time.time() + ttl
+        else:
+            self._expires.pop(sid, None)
+
+    def create(self, sid: str, meta: Meta, ttl: int) -> bool:
+        with self._lock:
+            if self._live(sid) is not None:
+                return False
+            self._meta[sid] = dict(meta)
+            self._lists[sid] = []
+            self._index[sid] = float(meta["updated_at"])
+            self._expire(sid, ttl)
+            return True
+
+    def append(self, msg: Message, now: float, title: str, full_text: str = "") -> tuple[int, bool]:
+        with self._lock:
+            meta = self._live(msg.session_id)
+            if meta is None:
+                raise NotFoundError("NOSESSION")
+            if meta["status"] != "active":
+                raise StateError(f"STATUS {meta['status']}")
+            seq = int(meta["last_seq"]) + 1
+            self._lists[msg.session_id].append(_with_seq(msg, seq))
+            meta["last_seq"] = str(seq)
+            meta["message_count"] = str(int(meta["message_count"]) + 1)
+            meta["total_tokens"] = str(int(meta["total_tokens"]) + msg.token_count)
+            meta["updated_at"] = repr(now)
+            if title and not meta["title"]:
+                meta["title"] = title
+            if full_text:
+                self._full[msg.message_id] = full_text
+            self._index[msg.session_id] = now
+            self._dirty.setdefault(msg.session_id, now)
+            self._expires.pop(msg.session_id, None)
+            enqueue = "pending" not in meta
+            meta.setdefault("pending", repr(now))
+            return seq, enqueue
+
+    def meta(self, sid: str) -> Meta | None:
+        with self._lock:
+            meta = self._live(sid)
+            if meta is None:
+                return None
+            return {k: v for k, v in meta.items() if not k.startswith("forgot:")}
+
+    def page(self, sid: str, skip: int, count: int) -> list[Message]:
+        with self._lock:
+            items = self._lists.get(sid, []) if self._live(sid) is not None else []
+            end = len(items) - skip
+            return list(items[max(0, end - count) : max(0, end)])
+
+    def length(self, sid: str) -> int:
+        with self._lock:
+            return len(self._lists.get(sid, [])) if self._live(sid) is not None else 0
+
+    def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]:
+        with self._lock:
+            return {m: self._full[m] for m in message_ids if m in self._full}
+
+    def ack_flush(self, sid: str, upto_seq: int, ttl: int, archived_ids: list[str]) -> int:
+        with self._lock:
+            meta = self._live(sid)
+            if meta is None:
+                return -1
+            for mid in archived_ids:
+                self._full.pop(mid, None)
+            flushed = max(int(meta["flushed_seq"]), upto_seq)
+            meta["flushed_seq"] = str(flushed)
+            left = int(meta["last_seq"]) - flushed
+            if left <= 0:
+                self._dirty.pop(sid, None)
+                self._expire(sid, ttl)
+            return left
+
+    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None) -> int:
+        with self._lock:
+            meta = self._live(sid)
+            if meta is None:
+                return -1
+            current = int(meta["summary_seq"])
+            target = int(meta["last_seq"]) if new_seq is None else new_seq
+            if expected_seq is not None and (expected_seq != current or target < current):
+                return -2
+            meta["summary"], meta["summary_seq"] = summary, str(target)
+            bound = min(target, int(meta["flushed_seq"]))
+            items = self._lists[sid]
+            keep = [m for m in items if m.seq > bound]
+            self._lists[sid] = keep
+            return len(items) - len(keep)
+
+    def forget(self, sid: str, targets: list[tuple[str, int, int]]) -> int:
+        with self._lock:
+            meta = self._live(sid)
+            if meta is None:
+                return 0
+            fresh = [t for t in targets if f"forgot:{t[0]}" not in meta]
+            for mid, _, _ in fresh:
+                meta[f"forgot:{mid}"] = "1"
+            drop = {seq for _, seq, _ in targets}
+            items = self._lists[sid]
+            self._lists[sid] = [m for m in items if m.seq not in drop]
+            meta["message_count"] = str(int(meta["message_count"]) - len(fresh))
+            meta["total_tokens"] = str(int(meta["total_tokens"]) - sum(t[2] for t in fresh))
+            return len(items) - len(self._lists[sid])
+
+    def hydrate(self, sid: str, meta: Meta, messages: list[Message], ttl: int) -> bool:
+        with self._lock:
+            if self._live(sid) is not None:
+                return False
+            self._meta[sid] = dict(meta)
+            self._lists[sid] = list(messages)
+            self._index[sid] = float(meta["updated_at"])
+            self._expire(sid, ttl)
+            return True
+
+    def set_fields(self, sid: str, fields: Meta) -> None:
+        with self._lock:
+            meta = self._live(sid)
+            if meta is not None:
+                meta.update(fields)
+
+    def clear_pending(self, sid: str) -> None:
+        with self._lock:
+            meta = self._live(sid)
+            if meta is not None:
+                meta.pop("pending", None)
+
+    def drop(self, sid: str) -> None:
+        with self._lock:
+            for table in (self._meta, self._lists, self._expires, self._index, self._dirty):
+                table.pop(sid, None)
+
+    def touch(self, sid: str, ttl: int) -> None:
+        with self._lock:
+            if self._live(sid) is not None:
+                self._expire(sid, ttl)
+
+    def ttl_left(self, sid: str) -> int | None:
+        with self._lock:
+            deadline = self._expires.get(sid) if self._live(sid) is not None else None
+            return None if deadline is None else max(0, round(deadline - time.time()))
+
+    def session_ids(self) -> list[str]:
+        with self._lock:
+            return [s for s, _ in sorted(self._index.items(), key=lambda kv: -kv[1])]
+
+    def unindex(self, sids: list[str]) -> None:
+        with self._lock:
+            for sid in sids:
+                self._index.pop(sid, None)
+
+    def backlog_sessions(self, older_than: float) -> list[str]:
+        with self._lock:
+            return [s for s, since in self._dirty.items() if since <= older_than]
+
+
+def _with_seq(msg: Message, seq: int) -> Message:
+    from dataclasses import replace
+
+    return replace(msg, seq=seq)
+
+
+class RedisHot(HotStore):
+    """Redis hot tier. Keys of one session share the hash tag ``{session_id}``."""
+
+    name = "redis"
+
+    def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3) -> None:
+        self.client = client
+        self.retries = retries
+        self.prefix = prefix
+        self.url = redact_url(url)
+        self._scripts = {
+            p.stem: client.register_script(p.read_text()) for p in sorted(LUA_DIR.glob("*.lua"))
+        }
+
+    # --- key layout: one function per key -------------------------------------------------
+    def meta_key(self, sid: str) -> str:
+        return f"{self.prefix}:{{{sid}}}:meta"
+
+    def list_key(self, sid: str) -> str:
+        return f"{self.prefix}:{{{sid}}}:msgs"
+
+    def index_key(self) -> str:
+        return f"{self.prefix}:sessions"
+
+    def backlog_key(self) -> str:
+        return f"{self.prefix}:backlog"
+
+    def full_key(self, sid: str) -> str:
+        return f"{self.prefix}:{{{sid}}}:full"
+
+    # --- operations ---------------------------------------------------------------------------
+    @contextmanager
+    def _reach(self) -> Iterator[None]:
+        try:
+            yield
+        except (redis.ConnectionError, redis.TimeoutError) as err:
+            raise BackendUnavailableError(
+                f"cannot reach Redis at {self.url} ({_first_line(err)}); "
+                "check that it runs or set HERMES_REDIS_URL"
+            ) from None
+        except redis.exceptions.NoPermissionError as err:
+            raise BackendUnavailableError(
+                f"Redis at {self.url} refused the command ({_first_line(err)}); check the ACL user"
+            ) from None
+        except redis.AuthenticationError as err:
+            raise BackendUnavailableError(
+                f"Redis at {self.url} rejected the credentials ({_first_line(err)})"
+            ) from None
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """Every operation but append is idempotent, so a dropped connection is retried."""
+        return self._retrying(lambda _n: fn())
+
+    def _retrying(self, fn: Callable[[int], T]) -> T:
+        with self._reach():
+            for n in range(self.retries + 1):
+                try:
+                    return fn(n)
+                except (redis.ConnectionError, redis.TimeoutError):
+                    if n == self.retries:
+                        raise
+                    time.sleep(min(0.05 * 2**n, 1.0))
+        raise AssertionError("unreachable")
+
+    def ping(self) -> None:
+        self._call(self.client.ping)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def create(self, sid: str, meta: Meta, ttl: int) -> bool:
+        return self.hydrate(sid, meta, [], ttl)
+
+    def append(self, msg: Message, now: float, title: str, full_text: str = "") -> tuple[int, bool]:
+        sid = msg.session_id
+        keys = [self.meta_key(sid), self.list_key(sid), self.index_key(), self.backlog_key(),
+                self.full_key(sid)]
+        args = [msg.pack(), msg.token_count, repr(now), sid, title, msg.message_id, full_text, 0]
+        script = self._scripts["append"]
+
+        def attempt(n: int) -> Any:
+            args[-1] = 1 if n else 0  # a retry first looks for the earlier attempt's entry
+            return script(keys=keys, args=args)
+
+        try:
+            seq, enqueue = self._retrying(attempt)
+        except redis.ResponseError as err:
+            text = str(err)
+            if text.startswith("NOSESSION"):
+                raise NotFoundError("NOSESSION") from None
+            if text.startswith("STATUS"):
+                raise StateError(text) from None
+            raise
+        return int(seq), bool(enqueue)
+
+    def meta(self, sid: str) -> Meta | None:
+        raw = self._call(lambda: self.client.hgetall(self.meta_key(sid)))
+        if not raw or b"status" not in raw:
+            return None
+        return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()
+                if not k.startswith(b"forgot:")}
+
+    def page(self, sid: str, skip: int, count: int) -> list[Message]:
+        if count <= 0:
+            return []
+        end = -1 - skip
+        raw = self._call(lambda: self.client.lrange(self.list_key(sid), end - count + 1, end))
+        return self._decode(sid, raw)
+
+    def _decode(self, sid: str, raw: list[bytes]) -> list[Message]:
+        out: list[Message] = []
+        for item in raw:
+            try:
+                out.append(Message.unpack(sid, item))
+            except Exception as err:  # a corrupted entry must never break a read
+                log.error("session %s: skipping corrupted hot entry %r: %s", sid, item[:24], err)
+        return out
+
+    def length(self, sid: str) -> int:
+        return int(self._call(lambda: self.client.llen(self.list_key(sid))))
+
+    def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]:
+        if not message_ids:
+            return {}
+        raw = self._call(lambda: self.client.hmget(self.full_key(sid), message_ids))
+        return {m: v.decode() for m, v in zip(message_ids, raw, strict=True) if v is not None}
+
+    def ack_flush(self, sid: str, upto_seq: int, ttl: int, archived_ids: list[str]) -> int:
+        keys = [self.meta_key(sid), self.list_key(sid), self.backlog_key(), self.full_key(sid)]
+        args = [upto_seq, ttl, sid, *archived_ids]
+        return int(self._call(lambda: self._scripts["ack_flush"](keys=keys, args=args)))
+
+    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None) -> int:
+        args = [
+            "*" if expected_seq is None else expected_seq,
+            summary,
+            "last" if new_seq is None else new_seq,
+        ]
+        keys = [self.meta_key(sid), self.list_key(sid)]
+        return int(self._call(lambda: self._scripts["compact"](keys=keys, args=args)))
+
+    def forget(self, sid: str, targets: list[tuple[str, int, int]]) -> int:
+        keys = [self.meta_key(sid), self.list_key(sid)]
+        args = [x for target in targets for x in target]
+        return int(self._call(lambda: self._scripts["forget"](keys=keys, args=args)))
+
+    def hydrate(self, sid: str, meta: Meta, messages: list[Message], ttl: int) -> bool:
+        keys = [self.meta_key(sid), self.list_key(sid), self.index_key()]
+        flat: list[Any] = []
+        for k, v in meta.items():
+            flat += [k, v]
+        args = [ttl, meta["updated_at"], sid, len(meta), *flat, *(m.pack() for m in messages)]
+        return bool(self._call(lambda: self._scripts["hydrate"](keys=keys, args=args)))
+
+    def set_fields(self, sid: str, fields: Meta) -> None:
+        key = self.meta_key(sid)
+
+        def run() -> None:
+            if self.client.exists(key):
+                self.client.hset(key, mapping=fields)
+
+        self._call(run)
+
+    def clear_pending(self, sid: str) -> None:
+        self._call(lambda: self.client.hdel(self.meta_key(sid), "pending"))
+
+    def drop(self, sid: str) -> None:
+        def run() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.delete(self.meta_key(sid), self.list_key(sid), self.full_key(sid))
+            pipe.zrem(self.index_key(), sid)
+            pipe.zrem(self.backlog_key(), sid)
+            pipe.execute()
+
+        self._call(run)
+
+    def touch(self, sid: str, ttl: int) -> None:
+        keys = [self.meta_key(sid), self.list_key(sid)]
+        self._call(lambda: self._scripts["touch"](keys=keys, args=[ttl]))
+
+    def ttl_left(self, sid: str) -> int | None:
+        left = int(self._call(lambda: self.client.ttl(self.meta_key(sid))))
+        return None if left < 0 else left
+
+    def session_ids(self) -> list[str]:
+        raw = self._call(lambda: self.client.zrevrange(self.index_key(), 0, -1))
+        return [s.decode() for s in raw]
+
+    def unindex(self, sids: list[str]) -> None:
+        if sids:
+            self._call(lambda: self.client.zrem(self.index_key(), *sids))
+
+    def backlog_sessions(self, older_than: float) -> list[str]:
+        raw = self._call(lambda: self.client.zrangebyscore(self.backlog_key(), "-inf", older_than))
+        return [s.decode() for s in raw]
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, safe for errors and ``info``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}" if user else f":***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return text[:200]

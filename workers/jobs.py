@@ -1,0 +1,43 @@
+"""RQ jobs. Each takes only a session id: the worker process owns the SessionMemory,
+built from its config (``$HERMES_CONFIG``) once, and every job is safe to run twice."""
+
+from __future__ import annotations
+
+import os
+
+from hermes_redis.session_memory import SessionMemory
+
+_memory: SessionMemory | None = None
+
+
+def bind(memory: SessionMemory) -> None:
+    """Use this SessionMemory for jobs run in this process (the worker entry point calls it)."""
+    global _memory
+    _memory = memory
+
+
+def memory() -> SessionMemory:
+    global _memory
+    if _memory is None:
+        _memory = SessionMemory.from_config(os.environ.get("HERMES_CONFIG"))
+    return _memory
+
+
+def flush_session(session_id: str) -> dict[str, int]:
+    """Archive the session's backlog, then compact it if the hot tier is over its caps."""
+    mem = memory()
+    added = mem.maintainer.flush(session_id)
+    trimmed = 0
+    if mem.maintainer.needs_compaction(session_id):
+        result = mem.maintainer.compact(session_id)
+        trimmed = result.trimmed if result else 0
+    return {"archived": added, "trimmed": trimmed}
+
+
+def compact_session(session_id: str) -> int:
+    result = memory().maintainer.compact(session_id)
+    return result.trimmed if result else 0
+
+
+def sweep(grace: float = 30.0) -> list[str]:
+    return memory().sweep(grace)
