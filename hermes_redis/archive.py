@@ -365,7 +365,8 @@ def _ts(value: float | str) -> str:
     """Timestamps as ISO text (what CURRENT_TIMESTAMP writes), with microseconds."""
     if isinstance(value, str):
         value = float(value)
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(value)) + f".{int(value % 1 * 1e6):06d}"
+    seconds, micros = divmod(round(value * 1_000_000), 1_000_000)
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{micros:06d}"
 
 
 def parse_ts(value: str | float | None) -> float:
@@ -377,7 +378,7 @@ def parse_ts(value: str | float | None) -> float:
     import calendar
 
     seconds = calendar.timegm(time.strptime(base, "%Y-%m-%d %H:%M:%S"))
-    return seconds + (float("0." + frac) if frac else 0.0)
+    return round(seconds + (int(frac.ljust(6, "0")[:6]) / 1_000_000 if frac else 0.0), 6)
 
 
 def _message(row: dict[str, Any]) -> Message:

@@ -22,8 +22,10 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
         room = budget - used - MESSAGE_OVERHEAD - tokenizer.count(summary_text(""))
         if tokenizer.count(summary) > room:
             summary = tokenizer.cap(summary, max(room, 0), "the archive") if room > 16 else ""
-        if summary:
-            used += tokenizer.count_message(summary_text(summary))
+        cost = tokenizer.count_message(summary_text(summary)) if summary else 0
+        if used + cost > budget:
+            summary, cost = "", 0
+        used += cost
     picked: list[Message] = []
     for m in hot.tail(sid):
         if m.seq <= summary_seq:

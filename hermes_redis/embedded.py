@@ -114,11 +114,14 @@ def stop(data_dir: Path) -> bool:
         return False
     import redis
 
-    client = redis.Redis(unix_socket_path=str(sock))
+    client = redis.Redis(unix_socket_path=str(sock), retry=None)
     try:
         client.shutdown(save=True)
     except redis.ConnectionError:
         pass
     finally:
         client.close()
+    deadline = time.monotonic() + 10
+    while alive(sock) and time.monotonic() < deadline:
+        time.sleep(0.02)
     return True

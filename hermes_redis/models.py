@@ -118,7 +118,7 @@ class Message:
     tool_calls: str = ""
     file_refs: tuple[str, ...] = ()
     memory_refs: tuple[str, ...] = ()
-    created_at: float = field(default_factory=time.time)
+    created_at: float = field(default_factory=lambda: round(time.time(), 6))
 
     def pack(self) -> bytes:
         """The wire bytes; ``seq`` is written as a fixed-width uint64 the script can overwrite."""

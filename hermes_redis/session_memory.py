@@ -189,14 +189,17 @@ class SessionMemory:
         return found.pop()
 
     # --- reading -----------------------------------------------------------------------------
-    def context(self, session_id: str, budget: int | None = None) -> Context:
+    def context(self, session_id: str, budget: int | None = None, *,
+                touch: bool = True) -> Context:
+        """``touch=False`` reads without renewing the TTL (``info`` observes, it is not activity)."""
         sid = check_session_id(session_id)
         meta = self._meta(sid)
         if meta["status"] != "active":
             raise StateError(f"session {sid} is {meta['status']}; restore it to load its context")
         budget = self._budget(budget)
         memories = [m["content"] for m in self.cold.memories(meta["user_id"])]
-        self.hot.touch(sid, self.config.session.ttl)
+        if touch:
+            self.hot.touch(sid, self.config.session.ttl)
         return build_context(self.hot, sid, meta, memories, budget,
                              self.config.model.context_window, self.tokenizer)
 

@@ -33,16 +33,28 @@ class Tokenizer:
         return self.count(text) + MESSAGE_OVERHEAD
 
     def cap(self, text: str, max_tokens: int, where: str) -> str:
-        """Keep the head and tail of ``text`` within ``max_tokens``; say what was cut and where."""
+        """Keep the head and tail of ``text`` within ``max_tokens``; say what was cut and where.
+
+        The result is re-counted, so it never exceeds ``max_tokens`` (it may be empty)."""
         ids = self._enc.encode(text, disallowed_special=())
         if len(ids) <= max_tokens:
             return text
-        marker_budget = 40
-        keep = max(max_tokens - marker_budget, 8)
-        head, tail = ids[: keep * 2 // 3], ids[len(ids) - keep // 3 :]
-        cut = len(ids) - len(head) - len(tail)
-        marker = f"\n[... {cut} tokens cut; full text in {where} ...]\n"
-        return self._enc.decode(head) + marker + self._enc.decode(tail)
+        keep = max_tokens - 40
+        while keep > 8:
+            head, tail = ids[: keep * 2 // 3], ids[len(ids) - keep // 3 :]
+            cut = len(ids) - len(head) - len(tail)
+            marker = f"\n[... {cut} tokens cut; full text in {where} ...]\n"
+            capped = self._enc.decode(head) + marker + self._enc.decode(tail)
+            if self.count(capped) <= max_tokens:
+                return capped
+            keep -= max(4, keep // 8)
+        n = max_tokens
+        while n > 0:
+            capped = self._enc.decode(ids[:n])
+            if self.count(capped) <= max_tokens:
+                return capped
+            n -= 1
+        return ""
 
     def describe(self) -> str:
         if self.fallback:

@@ -1,0 +1,307 @@
+"""Human output: tables whose columns line up with CJK text, and the session report
+that ``hermes-redis info`` and ``/info`` share.
+
+Terminals draw East Asian wide characters in two cells, so padding by ``len()`` breaks
+alignment as soon as a title is Chinese; every width here is counted in cells.
+"""
+
+from __future__ import annotations
+
+import time
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hermes_redis.compaction import split_turns
+from hermes_redis.errors import StateError
+from hermes_redis.models import SessionInfo
+
+if TYPE_CHECKING:
+    from hermes_redis.session_memory import SessionMemory
+
+WARN_USAGE = 0.8
+ELLIPSIS = "…"
+
+
+# --- cells ------------------------------------------------------------------------------------
+def char_width(ch: str) -> int:
+    """Cells a character takes: 2 for wide/fullwidth, 0 for combining and format marks."""
+    if unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def width(text: str) -> int:
+    return sum(char_width(ch) for ch in text)
+
+
+def clean(text: str) -> str:
+    """One line, no control characters: user text must not move the cursor or break a row."""
+    flat = " ".join(text.split())
+    return "".join("?" if unicodedata.category(ch) == "Cc" else ch for ch in flat)
+
+
+def clean_block(text: str) -> str:
+    """Like ``clean`` but keeps line breaks and tabs, for message bodies."""
+    return "".join(
+        ch if ch in "\n\t" or unicodedata.category(ch) != "Cc" else "?" for ch in text
+    )
+
+
+def truncate(text: str, cells: int) -> str:
+    """Cut ``text`` to at most ``cells`` cells, marking the cut with an ellipsis."""
+    if width(text) <= cells:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = char_width(ch)
+        if used + w > cells - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + ELLIPSIS
+
+
+def pad(text: str, cells: int, right: bool = False) -> str:
+    gap = " " * max(0, cells - width(text))
+    return gap + text if right else text + gap
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]],
+          right: Sequence[int] = ()) -> str:
+    """Columns separated by two spaces, widths in cells; ``right`` lists right-aligned columns."""
+    cells = [[clean(str(c)) for c in row] for row in rows]
+    widths = [width(h) for h in headers]
+    for row in cells:
+        widths = [max(w, width(c)) for w, c in zip(widths, row, strict=True)]
+    lines = []
+    for row in [list(headers), *cells]:
+        parts = [pad(c, w, i in right) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def key_values(pairs: Sequence[tuple[str, str]]) -> str:
+    """``Key: value`` lines with the values in one column."""
+    label = max(width(k) for k, _ in pairs) + 2
+    return "\n".join(pad(f"{k}:", label) + v for k, v in pairs)
+
+
+# --- numbers and times ------------------------------------------------------------------------
+def tokens_k(n: int) -> str:
+    """178K for 178,000; exact below 1,000; M past a million."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{round(n / 1000)}K"
+    return f"{round(n / 1_000_000, 1):g}M"
+
+
+def percent(share: float) -> str:
+    if 0 < share < 0.005:
+        return "<1%"
+    return f"{round(share * 100)}%"
+
+
+def usage_line(tokens: int, window: int) -> str:
+    share = tokens / window if window else 0.0
+    return f"{tokens_k(tokens)} / {tokens_k(window)} ({percent(share)})"
+
+
+def usage_warning(share: float, sid: str) -> str | None:
+    if share <= WARN_USAGE:
+        return None
+    return (f"⚠ context is {percent(share)} full: run `hermes-redis session forget {sid[:8]}` "
+            f"or compact (`hermes-redis session compact {sid[:8]}`)")
+
+
+def duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60),
+                                      ("m", 60, "s", 1)):
+        if s >= size:
+            rest = (s % size) // sub_size
+            return f"{s // size}{unit}" + (f" {rest}{sub}" if rest else "")
+    return f"{s}s"
+
+
+def stamp(ts: float) -> str:
+    """Local time to the minute, for tables."""
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
+
+
+def when(ts: float, now: float | None = None) -> str:
+    """Local time with how long ago, for ``info``."""
+    if not ts:
+        return "-"
+    now = time.time() if now is None else now
+    full = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+    return f"{full} ({duration(now - ts)} ago)"
+
+
+def short_ids(shown: Sequence[str], every: Sequence[str], minimum: int = 8) -> dict[str, str]:
+    """The shortest prefix (at least ``minimum`` long) of each id that no other id shares."""
+    ordered = sorted(set(every) | set(shown))
+    at = {sid: i for i, sid in enumerate(ordered)}
+    out = {}
+    for sid in shown:
+        i = at[sid]
+        need = minimum
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(ordered):
+                other = ordered[j]
+                common = next((k for k, (a, b) in enumerate(zip(sid, other, strict=False))
+                               if a != b), min(len(sid), len(other)))
+                need = max(need, common + 1)
+        out[sid] = sid[:need]
+    return out
+
+
+# --- the session report -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class SessionReport:
+    """Everything ``info`` shows, gathered once from both tiers."""
+
+    info: SessionInfo
+    context_tokens: int | None
+    window: int
+    budget: int
+    turns: int
+    turns_summarized: int
+    summary_tokens: int
+    ttl_config: int
+    encoding: str
+    backend: str
+    redis_url: str | None
+    archive_path: str
+
+    @property
+    def usage(self) -> float | None:
+        if self.context_tokens is None or not self.window:
+            return None
+        return self.context_tokens / self.window
+
+    @property
+    def warning(self) -> str | None:
+        usage = self.usage
+        return None if usage is None else usage_warning(usage, self.info.session_id)
+
+    def as_dict(self) -> dict[str, Any]:
+        usage = self.usage
+        return {
+            **self.info.as_dict(),
+            "context": None if usage is None else {
+                "tokens": self.context_tokens, "window": self.window, "budget": self.budget,
+                "usage": round(usage, 4),
+            },
+            "warning": self.warning,
+            "turns": self.turns,
+            "turns_summarized": self.turns_summarized,
+            "summary_tokens": self.summary_tokens,
+            "ttl_config": self.ttl_config,
+            "encoding": self.encoding,
+            "backend": self.backend,
+            "redis_url": self.redis_url,
+            "archive_path": self.archive_path,
+        }
+
+
+def session_report(mem: SessionMemory, sid: str) -> SessionReport:
+    """Read both tiers for ``sid`` without renewing its TTL."""
+    info = mem.info(sid)
+    tokens: int | None = None
+    if info.status == "active":
+        try:
+            tokens = mem.context(sid, touch=False).tokens
+        except StateError:  # archived or deleted between the two reads
+            tokens = None
+    turns = split_turns(mem.messages(sid))
+    summarized = sum(1 for t in turns if t[0].seq <= info.summary_seq) if info.summary_seq else 0
+    return SessionReport(
+        info=info, context_tokens=tokens, window=mem.config.model.context_window,
+        budget=mem.config.context_budget, turns=len(turns), turns_summarized=summarized,
+        summary_tokens=mem.tokenizer.count(info.summary) if info.summary else 0,
+        ttl_config=mem.config.session.ttl, encoding=mem.tokenizer.describe(),
+        backend=mem.hot.name, redis_url=getattr(mem.hot, "url", None),
+        archive_path=str(mem.config.archive_path),
+    )
+
+
+def ttl_text(r: SessionReport) -> str:
+    i = r.info
+    if i.tier == "archive":
+        return "expired from Redis (the archive has it; it reloads on next use)"
+    if r.ttl_config == 0:
+        return "never (memory.session.ttl is 0)"
+    if i.ttl_left is None:
+        if i.backlog:
+            return f"no expiry: {i.backlog} messages not yet archived"
+        return "no expiry"
+    return f"{duration(i.ttl_left)} left (of {duration(r.ttl_config)} idle)"
+
+
+def summary_text(r: SessionReport) -> str:
+    i = r.info
+    if i.summary:
+        turns = (f"turns 1–{r.turns_summarized}" if r.turns_summarized != 1 else "turn 1")
+        return (f"covers seq 1–{i.summary_seq} ({turns} of {r.turns}), "
+                f"{r.summary_tokens:,} tokens; newer turns verbatim")
+    if i.summary_seq:
+        return f"none; seq 1–{i.summary_seq} left the context (cleared), the archive keeps them"
+    return "none yet: every turn is verbatim"
+
+
+def messages_text(r: SessionReport) -> str:
+    i = r.info
+    where = "Redis" if r.backend == "redis" else "in-process"
+    if i.tier == "archive":
+        return f"{i.message_count} total: 0 hot (expired), {i.archived_count} archived"
+    return f"{i.message_count} total: {i.hot_count} hot ({where}), {i.archived_count} archived"
+
+
+def report_lines(r: SessionReport) -> list[str]:
+    """The ``info`` view: one ``Key: value`` line per fact, then the warning if any."""
+    i = r.info
+    usage = ("n/a (session is " + i.status + ")" if r.context_tokens is None
+             else usage_line(r.context_tokens, r.window))
+    backend = r.backend + (f" {r.redis_url}" if r.redis_url else " (in-process)")
+    backlog = (f"{i.backlog} messages not yet archived (seq {i.flushed_seq + 1}–{i.last_seq})"
+               if i.backlog else "0 (everything is archived)")
+    pairs = [
+        ("Session", i.session_id),
+        ("Title", clean(i.title) or "(untitled)"),
+        ("User", clean(i.user_id)),
+        ("Status", i.status),
+        ("Created", when(i.created_at)),
+        ("Updated", when(i.updated_at)),
+        ("Messages", messages_text(r)),
+        ("Tokens", f"{i.total_tokens:,} in the stored history ({r.turns} turns)"),
+        ("Token usage", usage),
+        ("TTL", ttl_text(r)),
+        ("Summary", summary_text(r)),
+        ("Backlog", backlog),
+        ("Encoding", r.encoding),
+        ("Backend", backend),
+        ("Archive", r.archive_path),
+    ]
+    lines = key_values(pairs).splitlines()
+    if r.warning:
+        lines.append(r.warning)
+    return lines
+
+
+def report_brief(r: SessionReport) -> str:
+    """The ``/info`` answer: the same facts in a few lines an agent loop can show."""
+    i = r.info
+    usage = "n/a" if r.context_tokens is None else usage_line(r.context_tokens, r.window)
+    lines = [
+        f"Session {i.session_id[:8]} · {clean(i.title) or '(untitled)'} · {i.status}",
+        f"Messages: {messages_text(r)}; {i.total_tokens:,} tokens",
+        f"Token usage: {usage}",
+        f"Summary: {summary_text(r)}",
+        f"Backlog: {i.backlog} · TTL: {ttl_text(r)}",
+    ]
+    if r.warning:
+        lines.append(r.warning)
+    return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""Fault-suite fixtures: real worker processes killed for real, private Redis servers a test
+may restart, and an audit of both tiers against what the agents were acknowledged.
+
+Every test prints a ``FIGURES`` line (turns appended, faults injected, lost, duplicated);
+docs/reliability.md quotes them from the last run (``pytest tests/fault -s``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hermes_redis import Config, Message, SessionMemory
+from tests.conftest import make_config
+from tests.redis_server import RedisServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_config(cfg: Config, path: Path) -> Path:
+    """The YAML file a worker or agent process loads through $HERMES_CONFIG."""
+    data = dataclasses.asdict(cfg)
+    data.pop("source", None)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def child_env(config_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env["HERMES_CONFIG"] = str(config_path)
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def spawn(args: list[str], config_path: Path, log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, *args], cwd=REPO, env=child_env(config_path),
+                                stdout=out, stderr=subprocess.STDOUT)
+
+
+def spawn_worker(config_path: Path, log: Path, burst: bool = False) -> subprocess.Popen[bytes]:
+    """``python -m workers``: the real entry point, in its own process."""
+    return spawn(["-m", "workers", *(["--burst"] if burst else [])], config_path, log)
+
+
+def sigkill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            sigkill(proc)
+
+
+def burst(config_path: Path, log: Path, timeout: float = 120) -> None:
+    """A burst worker process: sweep with no grace, then drain the queue."""
+    proc = spawn_worker(config_path, log, burst=True)
+    try:
+        rc = proc.wait(timeout)
+    finally:
+        sigkill(proc)
+    assert rc == 0, f"burst worker exited {rc}; see {log}:\n{log.read_text()[-3000:]}"
+
+
+def wait_for(predicate: Any, timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def figures(name: str, **values: Any) -> None:
+    """One greppable line per test for docs/reliability.md."""
+    print(f"\nFIGURES {name}: " + json.dumps(values, sort_keys=True))
+
+
+@dataclasses.dataclass
+class Acked:
+    """What an agent was told: the message and its seq, so the audit can hold the tiers to it."""
+
+    session_id: str
+    message_id: str
+    seq: int
+    token_count: int
+
+    @classmethod
+    def of(cls, m: Message) -> Acked:
+        return cls(m.session_id, m.message_id, m.seq, m.token_count)
+
+
+def archive_rows(cfg: Config, sid: str) -> list[tuple[str, int, int]]:
+    db = sqlite3.connect(cfg.archive_path, timeout=30)
+    try:
+        return db.execute("SELECT message_id, seq, token_count FROM messages WHERE session_id=?",
+                          (sid,)).fetchall()
+    finally:
+        db.close()
+
+
+def audit(mem: SessionMemory, acked: Iterable[Acked], forgotten: Iterable[str] = (),
+          require_flushed: bool = True) -> dict[str, int]:
+    """Hold both tiers to the acknowledged appends (invariants 1, 2, 3, 4, 5).
+
+    Returns totals; fails listing every problem found, not just the first.
+    """
+    gone = set(forgotten)
+    by_sid: dict[str, list[Acked]] = {}
+    for a in acked:
+        by_sid.setdefault(a.session_id, []).append(a)
+    problems: list[str] = []
+    totals = {"appended": 0, "archived": 0, "lost": 0, "duplicated": 0, "resurrected": 0}
+    for sid, items in sorted(by_sid.items()):
+        seqs = sorted(a.seq for a in items)
+        if seqs != list(range(1, len(seqs) + 1)):
+            problems.append(f"{sid}: acknowledged seqs are not 1..{len(seqs)} (dupes or gaps)")
+        keep = {a.message_id: a for a in items if a.message_id not in gone}
+        rows = archive_rows(mem.config, sid)
+        ids = [r[0] for r in rows]
+        lost = set(keep) - set(ids)
+        dup = len(ids) - len(set(ids))
+        back = set(ids) & gone
+        unknown = set(ids) - set(keep) - gone
+        totals["appended"] += len(items)
+        totals["archived"] += len(set(ids))
+        totals["lost"] += len(lost)
+        totals["duplicated"] += dup
+        totals["resurrected"] += len(back)
+        if lost or dup or back or unknown:
+            problems.append(f"{sid}: lost {len(lost)}, duplicated {dup}, forgotten back "
+                            f"{len(back)}, unknown {len(unknown)}")
+        bad_seq = [r for r in rows if keep.get(r[0]) and keep[r[0]].seq != r[1]]
+        if bad_seq:
+            problems.append(f"{sid}: {len(bad_seq)} archived rows carry another seq than acked")
+        count, tokens = len(keep), sum(a.token_count for a in keep.values())
+        meta = mem.hot.meta(sid)
+        row = mem.cold.session(sid)
+        if row is None:
+            problems.append(f"{sid}: no archive session row")
+            continue
+        if (row["message_count"], row["total_tokens"]) != (count, tokens):
+            problems.append(f"{sid}: archive counters {row['message_count']}/{row['total_tokens']}"
+                            f" != true {count}/{tokens}")
+        if meta is None:
+            continue  # expired after archiving: the archive is the record
+        if (int(meta["message_count"]), int(meta["total_tokens"])) != (count, tokens):
+            problems.append(f"{sid}: hot counters {meta['message_count']}/{meta['total_tokens']}"
+                            f" != true {count}/{tokens}")
+        last, flushed = int(meta["last_seq"]), int(meta["flushed_seq"])
+        summary_seq = int(meta["summary_seq"])
+        if last != len(items):
+            problems.append(f"{sid}: last_seq {last} != {len(items)} appended")
+        if require_flushed and flushed != last:
+            problems.append(f"{sid}: backlog {last - flushed} left after the sweep")
+        if summary_seq > last:
+            problems.append(f"{sid}: summary covers seq {summary_seq} > last {last}")
+        if (row["summary"] or "", int(row["summary_seq"] or 0)) != (meta["summary"], summary_seq):
+            problems.append(f"{sid}: archive summary (to {row['summary_seq']}) != hot summary "
+                            f"(to {summary_seq})")
+        hot = [m.seq for m in mem.hot.messages(sid)]
+        if hot != sorted(set(hot)):
+            problems.append(f"{sid}: hot list out of order or duplicated")
+        must = {a.seq for a in keep.values() if a.seq > min(summary_seq, flushed)}
+        missing = must - set(hot)
+        if missing:
+            problems.append(f"{sid}: {len(missing)} messages after the summary/flush point are "
+                            f"missing from the hot list (first {min(missing)})")
+    assert not problems, "\n".join(problems)
+    return totals
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A private redis-server (AOF, appendfsync always) this test may kill and restart."""
+    server = RedisServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def fault_config(tmp_path: Path, redis_url: str):  # type: ignore[no-untyped-def]
+    """Config factory for fault tests: returns (Config, path of its YAML file)."""
+
+    def factory(url: str | None = None, **session: Any) -> tuple[Config, Path]:
+        cfg = make_config(tmp_path, "redis", url or redis_url, **session)
+        return cfg, write_config(cfg, tmp_path / f"config-{cfg.redis.key_prefix}.yml")
+
+    return factory

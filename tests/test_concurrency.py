@@ -1,0 +1,35 @@
+"""Invariant 1 and 5 under real concurrency: several OS processes append to one session."""
+
+import multiprocessing as mp
+
+from hermes_redis import SessionMemory
+
+
+def _appender(config, sid: str, worker: int, n: int) -> None:
+    mem = SessionMemory(config)
+    for i in range(n):
+        mem.append(sid, "user" if i % 2 == 0 else "assistant", f"p{worker} m{i}")
+    mem.close()
+
+
+def test_four_processes_append_2000_messages_to_one_session(config_factory):
+    config = config_factory("redis")
+    mem = SessionMemory(config)
+    sid = mem.create_session(user_id="load")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_appender, args=(config, sid, w, 500)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    msgs = mem.messages(sid)
+    assert [m.seq for m in msgs] == list(range(1, 2001))
+    assert len({m.message_id for m in msgs}) == 2000
+    for w in range(4):  # each process's own messages stay in its order
+        own = [int(m.content.split("m")[1]) for m in msgs if m.content.startswith(f"p{w} ")]
+        assert own == list(range(500))
+    info = mem.info(sid)
+    assert info.message_count == 2000
+    assert info.total_tokens == sum(m.token_count for m in msgs)
+    mem.close()

@@ -1,0 +1,190 @@
+"""The behaviour suite: every test runs against both backends (redis and memory)."""
+
+import time
+
+import pytest
+
+from hermes_redis.errors import NotFoundError, StateError, ValidationError
+
+
+def counters_match(mem, sid):
+    msgs = mem.messages(sid)
+    info = mem.info(sid)
+    assert info.message_count == len(msgs)
+    assert info.total_tokens == sum(m.token_count for m in msgs)
+
+
+def test_create_append_read(mem):
+    sid = mem.create_session(user_id="alice")
+    a = mem.append(sid, "user", "帮我写一个 FastAPI 的用户认证接口")
+    b = mem.append(sid, "assistant", "好的，用 JWT。", tool_calls=[{"name": "write_file"}],
+                   file_refs=["app/auth.py"], memory_refs=["mem_1"])
+    assert (a.seq, b.seq) == (1, 2)
+    msgs = mem.messages(sid)
+    assert [m.content for m in msgs] == [a.content, b.content]
+    assert msgs[1].file_refs == ("app/auth.py",) and msgs[1].tool_calls == '[{"name":"write_file"}]'
+    info = mem.info(sid)
+    assert info.user_id == "alice" and info.status == "active"
+    assert info.title == "帮我写一个 FastAPI 的用户认证接口"
+    counters_match(mem, sid)
+
+
+def test_list_sessions_newest_first_and_by_user(mem):
+    s1 = mem.create_session(user_id="alice")
+    mem.append(s1, "user", "one")
+    time.sleep(0.01)
+    s2 = mem.create_session(user_id="bob")
+    mem.append(s2, "user", "two")
+    assert [i.session_id for i in mem.list_sessions()][:2] == [s2, s1]
+    assert [i.session_id for i in mem.list_sessions(user_id="alice")] == [s1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"role": "robot", "content": "x"}, "unknown role"),
+        ({"role": "user", "content": ""}, "empty"),
+        ({"role": "user", "content": "x" * 2_000_000}, "over the limit"),
+        ({"role": "user", "content": b"\xff"}, "UTF-8"),
+        ({"role": "user", "content": "x", "tool_calls": "{bad"}, "JSON"),
+        ({"role": "user", "content": "x", "file_refs": "[1"}, "JSON"),
+    ],
+)
+def test_bad_input_changes_nothing(mem, kwargs, error):
+    sid = mem.create_session()
+    mem.append(sid, "user", "keep me")
+    with pytest.raises(ValidationError, match=error):
+        mem.append(sid, **kwargs)
+    assert mem.info(sid).message_count == 1
+    assert len(mem.messages(sid)) == 1
+
+
+def test_bad_session_id_and_unknown_session(mem):
+    with pytest.raises(ValidationError, match="session id"):
+        mem.append("a:b", "user", "x")
+    with pytest.raises(NotFoundError):
+        mem.append("nosuchsession", "user", "x")
+    with pytest.raises(NotFoundError):
+        mem.info("nosuchsession")
+
+
+def test_context_fits_budget_and_keeps_newest(mem):
+    sid = mem.create_session()
+    for i in range(40):
+        mem.append(sid, "user", f"question {i} " + "word " * 20)
+        mem.append(sid, "assistant", f"answer {i} " + "word " * 20)
+    for budget in (30, 100, 500, 10_000):
+        ctx = mem.context(sid, budget=budget)
+        assert ctx.tokens <= budget
+        if ctx.messages:
+            assert ctx.messages[-1].content.startswith("answer 39")
+            seqs = [m.seq for m in ctx.messages]
+            assert seqs == sorted(seqs)
+    with pytest.raises(ValidationError):
+        mem.context(sid, budget=0)
+
+
+def test_tool_results_are_capped_but_archived_whole(mem):
+    mem.config = mem.config  # same config; cap is 2000 tokens by default
+    sid = mem.create_session()
+    mem.append(sid, "user", "run the tests")
+    big = "\n".join(f"line {i}: PASSED tests/test_{i}.py" for i in range(3000))
+    m = mem.append(sid, "tool", big)
+    assert m.token_count <= mem.config.session.tool_result_max_tokens
+    assert "tokens cut" in m.content and m.content.startswith("line 0")
+    mem.flush(sid)
+    archived = mem.cold.messages(sid)
+    assert archived[-1].content == big
+    ctx = mem.context(sid)
+    assert "tokens cut" in ctx.messages[-1].content
+
+
+def test_forget_last_turns_and_keyword(mem):
+    sid = mem.create_session()
+    for i in range(6):
+        mem.append(sid, "user", f"turn {i} about {'MySQL' if i % 2 else 'Postgres'}")
+        mem.append(sid, "assistant", f"reply {i}")
+        mem.append(sid, "tool", f"tool output {i}")
+    mem.flush(sid)
+    assert mem.forget_last(sid, 2) == 6
+    assert [m.content for m in mem.messages(sid)][-1] == "tool output 3"
+    assert mem.forget_keyword(sid, "mysql") == 2  # turns 1 and 3; 5 is already gone
+    contents = [m.content for m in mem.messages(sid)]
+    assert not any("MySQL" in c for c in contents)
+    assert all("MySQL" not in m.content for m in mem.context(sid).messages)
+    counters_match(mem, sid)
+    mem.flush(sid)
+    assert all("MySQL" not in m.content for m in mem.cold.messages(sid))
+
+
+def test_clear_keeps_archive_and_memories(mem):
+    sid = mem.create_session(user_id="u1")
+    mem.remember("u1", "项目用 PostgreSQL，不用 MySQL")
+    for i in range(5):
+        mem.append(sid, "user", f"q{i}")
+    mem.clear(sid)
+    ctx = mem.context(sid)
+    assert ctx.messages == () and ctx.summary == ""
+    assert ctx.memories == ("项目用 PostgreSQL，不用 MySQL",)
+    assert len(mem.messages(sid)) == 5
+    mem.append(sid, "user", "fresh start")
+    assert [m.content for m in mem.context(sid).messages] == ["fresh start"]
+
+
+def test_memories_reach_every_session_of_the_user(mem):
+    s1 = mem.create_session(user_id="u1")
+    mid = mem.remember("u1", "prefers tabs", session_id=s1)
+    assert mid.startswith("mem_")
+    s2 = mem.create_session(user_id="u1")
+    mem.append(s2, "user", "hello")
+    assert "prefers tabs" in mem.context(s2).memories
+    other = mem.create_session(user_id="u2")
+    mem.append(other, "user", "hello")
+    assert mem.context(other).memories == ()
+
+
+def test_archive_restore_delete(mem):
+    sid = mem.create_session()
+    mem.append(sid, "user", "hello")
+    mem.archive(sid)
+    assert mem.info(sid).status == "archived"
+    with pytest.raises(StateError, match="archived"):
+        mem.context(sid)
+    with pytest.raises(StateError, match="restore"):
+        mem.append(sid, "user", "more")
+    assert sid not in [i.session_id for i in mem.list_sessions()]
+    assert sid in [i.session_id for i in mem.list_sessions(status="archived")]
+    mem.restore(sid)
+    mem.append(sid, "user", "more")
+    mem.delete(sid)
+    assert mem.info(sid).status == "deleted"
+    assert len(mem.cold.messages(sid)) == 2  # delete keeps rows; purge removes them
+    assert sid in [i.session_id for i in mem.list_sessions(status="deleted")]
+
+
+def test_delete_purge_removes_rows(mem):
+    sid = mem.create_session()
+    mem.append(sid, "user", "secret plan")
+    mem.delete(sid, purge=True)
+    assert mem.cold.messages(sid) == []
+    assert mem.search("secret") == []
+
+
+def test_resume_latest_session_of_user(mem):
+    mem.create_session(user_id="carol")
+    time.sleep(0.01)
+    newest = mem.create_session(user_id="carol")
+    mem.append(newest, "user", "where were we")
+    assert mem.resume(user_id="carol").session_id == newest
+    with pytest.raises(NotFoundError):
+        mem.resume(user_id="nobody")
+
+
+def test_prefix_resolution(mem):
+    sid = mem.create_session(session_id="abc123")
+    mem.create_session(session_id="abd999")
+    assert mem.resolve("abc") == sid
+    with pytest.raises(Exception, match="matches 2 sessions"):
+        mem.resolve("ab")
+    with pytest.raises(NotFoundError):
+        mem.resolve("zzz")
