@@ -157,13 +157,13 @@ class Archive:
                     conn.execute("ROLLBACK")
                 raise self._unavailable(err) from None
 
-    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
         with self._lock:
             conn = self._connect()
             try:
                 cur = conn.execute(sql, args)
                 cols = [d[0] for d in cur.description]
-                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]  # type: ignore[misc]
+                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
             except sqlite3.Error as err:
                 raise self._unavailable(err) from None
 

@@ -139,10 +139,14 @@ def load(path: str | os.PathLike[str] | None = None) -> Config:
     if chosen is not None:
         source = str(chosen)
         data = _read_yaml(Path(chosen))
+    used = []
     for var, keys in ENV_OVERRIDES.items():
         value = os.environ.get(var)
         if value is not None:
             _set_path(data, keys, value or None, f"${var}")
+            used.append(f"${var}")
+    if used:  # an error then names the variables too, not only the file
+        source = f"{source} (with {', '.join(used)})"
     return _build(Config, data, "", source)
 
 
@@ -192,7 +196,8 @@ def _build(cls: type, data: Any, prefix: str, source: str) -> Any:
         key = f"{prefix}{f.name}"
         hint = hints[f.name]
         if is_dataclass(hint):
-            values[f.name] = _build(hint, data[f.name] or {}, f"{key}.", source)  # type: ignore[arg-type]
+            section = {} if data[f.name] is None else data[f.name]  # [] is not a mapping
+            values[f.name] = _build(hint, section, f"{key}.", source)  # type: ignore[arg-type]
         else:
             values[f.name] = _coerce(hint, data[f.name], key, source)
     obj = cls(**values)
@@ -240,10 +245,12 @@ def _check(cfg: Config) -> None:
         (s.ttl >= 0, "memory.session.ttl must be 0 (never expire) or a positive number of seconds"),
         (s.compression.keep_recent >= 1, "memory.session.compression.keep_recent must be at least 1"),
         (0 < s.compression.threshold <= 1, "memory.session.compression.threshold must be in (0, 1]"),
-        (s.compression.summary_max_tokens >= 50, "memory.session.compression.summary_max_tokens must be at least 50"),
+        (s.compression.summary_max_tokens >= 50,
+         "memory.session.compression.summary_max_tokens must be at least 50"),
         (s.tool_result_max_tokens >= 16, "memory.session.tool_result_max_tokens must be at least 16"),
         (cfg.model.context_window >= 256, "model.context_window must be at least 256"),
-        (0 <= cfg.model.reply_reserve < cfg.model.context_window, "model.reply_reserve must be between 0 and model.context_window"),
+        (0 <= cfg.model.reply_reserve < cfg.model.context_window,
+         "model.reply_reserve must be between 0 and model.context_window"),
         (cfg.limits.max_content_bytes >= 1, "limits.max_content_bytes must be at least 1"),
         (cfg.redis.socket_timeout > 0, "redis.socket_timeout must be positive"),
         (cfg.redis.retries >= 0, "redis.retries must be 0 or more"),

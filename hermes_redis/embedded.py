@@ -114,7 +114,7 @@ def stop(data_dir: Path) -> bool:
         return False
     import redis
 
-    client = redis.Redis(unix_socket_path=str(sock), retry=None)
+    client = redis.Redis(unix_socket_path=str(sock), retry=None)  # type: ignore[arg-type]
     try:
         client.shutdown(save=True)
     except redis.ConnectionError:

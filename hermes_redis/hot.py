@@ -131,10 +131,10 @@ class HotStore(ABC):
                 return
             skip += page_size
 
-    def ping(self) -> None:
+    def ping(self) -> None:  # noqa: B027 - optional hook, nothing to check in-process
         """Raise BackendUnavailableError when the store cannot be reached."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release in-process
         """Release connections."""
 
 
@@ -331,11 +331,11 @@ class RedisHot(HotStore):
     name = "redis"
 
     def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3) -> None:
-        self.client = client
+        self.client: Any = client  # redis-py's stubs type replies as bytes | str
         self.retries = retries
         self.prefix = prefix
         self.url = redact_url(url)
-        self._scripts = {
+        self._scripts: dict[str, Any] = {
             p.stem: client.register_script(p.read_text()) for p in sorted(LUA_DIR.glob("*.lua"))
         }
 

@@ -22,10 +22,14 @@ log = logging.getLogger(__name__)
 
 SECTIONS = ("Discussed", "Decisions", "Facts", "Files", "Open items")
 _SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]?")
-_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|md|ya?ml|json|sql|toml|go|rs|sh|txt|cfg|ini)\b")
+_PATH = re.compile(
+    r"(?:[\w.-]+/)+[\w-]+(?:\.[\w-]+)*|\b[\w-]+\.(?:py|js|ts|tsx|md|ya?ml|json|sql|toml|go|rs|sh|txt|cfg|ini)\b"
+)
 _DECISION = re.compile(
     r"\b(decid\w*|decision|agreed?|chose|choose|going with|switch(?:ed)? to|we(?:'ll| will) use|"
-    r"use[sd]?|prefer\w*|must|instead of|not use|don't use|settled)\b|决定|采用|使用|改用|不用|选择|确定|统一",
+    r"(?:we|let's|let us|i'll|we'll|will|should|to|and|then|just)\s+use|prefer\w*|must|instead of|"
+    r"not use|don't use|settled)\b|^use\b"
+    r"|决定|采用|使用|改用|不用|选择|确定|统一",
     re.IGNORECASE,
 )
 _OPEN = re.compile(r"\?|？|\b(todo|open question|later|next step|pending|tbd)\b|待定|待办|之后再", re.I)
@@ -106,7 +110,7 @@ class ChatSummarizer:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(f"{self.base_url}/chat/completions", body, headers)
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # noqa: S310
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
             data = json.load(resp)
         return str(data["choices"][0]["message"]["content"])
 
