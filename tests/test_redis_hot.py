@@ -1,0 +1,54 @@
+"""Redis-specific behaviour of the hot tier: key layout, the retry path of append, TTL."""
+
+import time
+
+from hermes_redis.hot import new_meta
+from hermes_redis.models import Message
+
+
+def test_keys_of_a_session_share_one_hash_tag(rmem, redis_client):
+    sid = rmem.create_session()
+    rmem.append(sid, "user", "hi")
+    prefix = rmem.config.redis.key_prefix
+    keys = {k.decode() for k in redis_client.keys(f"{prefix}:*")}
+    assert keys == {f"{prefix}:{{{sid}}}:meta", f"{prefix}:{{{sid}}}:msgs",
+                    f"{prefix}:sessions", f"{prefix}:backlog"}
+
+
+def test_a_retried_append_is_not_stored_twice(rmem):
+    hot = rmem.hot
+    sid = "retry-me"
+    hot.create(sid, new_meta("u", "", time.time()), 0)
+    msg = Message(sid, 0, "user", "once", 1)
+    keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(), hot.backlog_key(), hot.full_key(sid)]
+    args = [msg.pack(), 1, repr(time.time()), sid, "", msg.message_id, "", 0]
+    first = hot._scripts["append"](keys=keys, args=args)
+    args[-1] = 1  # the reply was lost: the client sends it again
+    again = hot._scripts["append"](keys=keys, args=args)
+    assert first[0] == again[0] == 1
+    assert hot.length(sid) == 1 and hot.meta(sid)["message_count"] == "1"
+
+
+def test_unarchived_keys_have_no_ttl_and_archived_ones_do(config_factory):
+    from hermes_redis import SessionMemory
+
+    mem = SessionMemory(config_factory("redis", ttl=100))
+    sid = mem.create_session()
+    assert mem.hot.ttl_left(sid) is not None  # nothing to archive yet: may expire
+    mem.append(sid, "user", "hi")
+    assert mem.hot.ttl_left(sid) is None
+    mem.context(sid)  # reading renews the TTL but cannot set one on unarchived keys
+    assert mem.hot.ttl_left(sid) is None
+    mem.flush(sid)
+    assert 0 < mem.hot.ttl_left(sid) <= 100
+    assert mem.info(sid).backlog == 0
+
+
+def test_prefixes_isolate_deployments(config_factory):
+    from hermes_redis import SessionMemory
+
+    a = SessionMemory(config_factory("redis"))
+    b = SessionMemory(config_factory("redis"))
+    sid = a.create_session()
+    a.append(sid, "user", "only in a")
+    assert sid not in [s.session_id for s in b.list_sessions()]
