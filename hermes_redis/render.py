@@ -98,6 +98,15 @@ def tokens_k(n: int) -> str:
     return f"{round(n / 1_000_000, 1):g}M"
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def seqs_upto(n: int) -> str:
+    """``seq 1–n``, or ``seq 1`` when the range is one message."""
+    return "seq 1" if n <= 1 else f"seq 1–{n}"
+
+
 def percent(share: float) -> str:
     if 0 < share < 0.005:
         return "<1%"
@@ -131,13 +140,16 @@ def stamp(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "-"
 
 
+def full_stamp(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts)) if ts else "-"
+
+
 def when(ts: float, now: float | None = None) -> str:
     """Local time with how long ago, for ``info``."""
     if not ts:
         return "-"
     now = time.time() if now is None else now
-    full = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
-    return f"{full} ({duration(now - ts)} ago)"
+    return f"{full_stamp(ts)} ({duration(now - ts)} ago)"
 
 
 def short_ids(shown: Sequence[str], every: Sequence[str], minimum: int = 8) -> dict[str, str]:
@@ -230,13 +242,18 @@ def session_report(mem: SessionMemory, sid: str) -> SessionReport:
 
 def ttl_text(r: SessionReport) -> str:
     i = r.info
+    if i.status == "deleted":
+        return "none (deleted: its hot keys were dropped)"
     if i.tier == "archive":
-        return "expired from Redis (the archive has it; it reloads on next use)"
+        hot = "Redis" if r.backend == "redis" else "the in-process hot tier"
+        if r.context_tokens is not None:
+            return f"had expired from {hot}; reloaded from the archive to measure the context"
+        return f"expired from {hot} (the archive has it; it reloads on next use)"
     if r.ttl_config == 0:
         return "never (memory.session.ttl is 0)"
     if i.ttl_left is None:
         if i.backlog:
-            return f"no expiry: {i.backlog} messages not yet archived"
+            return f"no expiry: {plural(i.backlog, 'message')} not yet archived"
         return "no expiry"
     return f"{duration(i.ttl_left)} left (of {duration(r.ttl_config)} idle)"
 
@@ -245,10 +262,10 @@ def summary_text(r: SessionReport) -> str:
     i = r.info
     if i.summary:
         turns = (f"turns 1–{r.turns_summarized}" if r.turns_summarized != 1 else "turn 1")
-        return (f"covers seq 1–{i.summary_seq} ({turns} of {r.turns}), "
+        return (f"covers {seqs_upto(i.summary_seq)} ({turns} of {r.turns}), "
                 f"{r.summary_tokens:,} tokens; newer turns verbatim")
     if i.summary_seq:
-        return f"none; seq 1–{i.summary_seq} left the context (cleared), the archive keeps them"
+        return f"none; {seqs_upto(i.summary_seq)} left the context (cleared), the archive keeps them"
     return "none yet: every turn is verbatim"
 
 
@@ -256,7 +273,7 @@ def messages_text(r: SessionReport) -> str:
     i = r.info
     where = "Redis" if r.backend == "redis" else "in-process"
     if i.tier == "archive":
-        return f"{i.message_count} total: 0 hot (expired), {i.archived_count} archived"
+        return f"{i.message_count} total: 0 hot (not loaded), {i.archived_count} archived"
     return f"{i.message_count} total: {i.hot_count} hot ({where}), {i.archived_count} archived"
 
 
@@ -266,7 +283,8 @@ def report_lines(r: SessionReport) -> list[str]:
     usage = ("n/a (session is " + i.status + ")" if r.context_tokens is None
              else usage_line(r.context_tokens, r.window))
     backend = r.backend + (f" {r.redis_url}" if r.redis_url else " (in-process)")
-    backlog = (f"{i.backlog} messages not yet archived (seq {i.flushed_seq + 1}–{i.last_seq})"
+    backlog = (f"{plural(i.backlog, 'message')} not yet archived "
+               f"(seq {i.flushed_seq + 1}–{i.last_seq})"
                if i.backlog else "0 (everything is archived)")
     pairs = [
         ("Session", i.session_id),
@@ -276,7 +294,7 @@ def report_lines(r: SessionReport) -> list[str]:
         ("Created", when(i.created_at)),
         ("Updated", when(i.updated_at)),
         ("Messages", messages_text(r)),
-        ("Tokens", f"{i.total_tokens:,} in the stored history ({r.turns} turns)"),
+        ("Tokens", f"{i.total_tokens:,} in the stored history ({plural(r.turns, 'turn')})"),
         ("Token usage", usage),
         ("TTL", ttl_text(r)),
         ("Summary", summary_text(r)),

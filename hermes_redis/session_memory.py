@@ -17,6 +17,7 @@ from hermes_redis.config import Config
 from hermes_redis.context import build_context
 from hermes_redis.errors import (
     AmbiguousIdError,
+    BackendUnavailableError,
     HermesError,
     NotFoundError,
     StateError,
@@ -152,6 +153,8 @@ class SessionMemory:
         row = self.cold.session(sid)
         if row is None:
             raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
+        if row["status"] == "deleted":  # a deleted session is never loaded back into Redis
+            raise StateError(f"session {sid} is deleted; start a new session")
         self._hydrate(sid, row)
         meta = self.hot.meta(sid)
         if meta is None:
@@ -197,7 +200,11 @@ class SessionMemory:
         if meta["status"] != "active":
             raise StateError(f"session {sid} is {meta['status']}; restore it to load its context")
         budget = self._budget(budget)
-        memories = [m["content"] for m in self.cold.memories(meta["user_id"])]
+        try:
+            memories = [m["content"] for m in self.cold.memories(meta["user_id"])]
+        except BackendUnavailableError as err:  # the hot tier alone still gives a context
+            log.warning("%s; context built without persistent memories", err)
+            memories = []
         if touch:
             self.hot.touch(sid, self.config.session.ttl)
         return build_context(self.hot, sid, meta, memories, budget,
@@ -319,19 +326,9 @@ class SessionMemory:
         targets = [Forgotten(m.message_id, m.seq, m.token_count) for m in doomed]
         self.cold.forget(sid, targets)
         self.hot.forget(sid, [(t.message_id, t.seq, t.token_count) for t in targets])
-        meta = self._meta(sid)
-        summary_seq = int(meta["summary_seq"])
-        if meta["summary"] and any(t.seq <= summary_seq for t in targets):
-            self._resummarize(sid, meta, summary_seq)
+        self._meta(sid)
+        self.maintainer.scrub(sid, [t.seq for t in targets])  # a summary must not remember it
         return len(targets)
-
-    def _resummarize(self, sid: str, meta: Meta, summary_seq: int) -> None:
-        """A summary must not remember what was forgotten: rebuild it from what remains."""
-        remaining = [m for m in self.messages(sid) if m.seq <= summary_seq]
-        summary = self.maintainer.summarizer.summarize(
-            "", remaining, self.config.session.compression.summary_max_tokens)
-        self.hot.compact(sid, None, summary, summary_seq)
-        self.cold.set_summary(sid, summary, summary_seq, force=True)
 
     def clear(self, session_id: str) -> None:
         """Empty the context (hot turns and summary); the archive and memories stay."""
@@ -363,10 +360,12 @@ class SessionMemory:
     def delete(self, session_id: str, purge: bool = False) -> None:
         """Mark deleted and drop the hot keys; ``purge`` also removes its archived rows."""
         sid = check_session_id(session_id)
-        meta = self._meta(sid)
-        self.maintainer.flush(sid)
-        self.cold.write(_row(sid, meta), [])
-        self.cold.set_status(sid, "deleted")
+        row = self.cold.session(sid)
+        if self.hot.meta(sid) is not None or row is None or row["status"] != "deleted":
+            meta = self._meta(sid)
+            self.maintainer.flush(sid)
+            self.cold.write(_row(sid, meta), [])
+            self.cold.set_status(sid, "deleted")
         if purge:
             self.cold.purge(sid)
         self.hot.drop(sid)

@@ -188,3 +188,23 @@ def test_prefix_resolution(mem):
         mem.resolve("ab")
     with pytest.raises(NotFoundError):
         mem.resolve("zzz")
+
+
+def test_a_deleted_session_stays_out_of_the_hot_tier(mem):
+    sid = mem.create_session()
+    mem.append(sid, "user", "bye")
+    mem.delete(sid)
+    for op in (lambda: mem.compact(sid), lambda: mem.clear(sid), lambda: mem.forget_last(sid, 1),
+               lambda: mem.append(sid, "user", "again"), lambda: mem.context(sid)):
+        with pytest.raises(StateError, match="deleted"):
+            op()
+    assert mem.hot.meta(sid) is None
+    mem.delete(sid, purge=True)  # purging later still works
+    assert mem.cold.messages(sid) == []
+
+
+def test_search_matches_word_prefixes_in_both_tiers(mem):
+    sid = mem.create_session(user_id="u")
+    mem.append(sid, "user", "implement authentication with JWT")
+    mem.flush(sid)
+    assert [h.seq for h in mem.search("auth", user_id="u")] == [1]

@@ -1,0 +1,455 @@
+"""``hermes-redis``: a thin click skin over SessionMemory.
+
+The library does the work; this module parses arguments and formats results. Every
+read command takes ``--json``. Expected errors (the HermesError family) print one
+``Error: …`` line on stderr and exit with the error's code, never a traceback.
+SessionMemory is built on first use, so ``--help`` works without Redis.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hermes_redis import __version__, embedded
+from hermes_redis import config as config_mod
+from hermes_redis.config import Config
+from hermes_redis.errors import ConfigError, HermesError
+from hermes_redis.models import Context, Message, SessionInfo, memories_text, summary_text
+from hermes_redis.render import (
+    clean,
+    clean_block,
+    full_stamp,
+    plural,
+    report_lines,
+    seqs_upto,
+    session_report,
+    short_ids,
+    stamp,
+    table,
+    truncate,
+    usage_line,
+)
+from hermes_redis.session_memory import SessionMemory
+
+STATUS_CHOICES = ("active", "archived", "deleted", "all")
+TITLE_CELLS = 32
+SNIPPET_CELLS = 60
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class CliError(click.ClickException):
+    """A HermesError as click shows it: ``Error: <message>`` and the error's exit code."""
+
+    def __init__(self, err: HermesError) -> None:
+        super().__init__(one_line(str(err)) or type(err).__name__)
+        self.exit_code = err.exit_code  # type: ignore[misc]  # click declares a ClassVar
+
+
+class BadUsage(click.ClickException):
+    """A usage error on one line that names the help to read (invariant 7)."""
+
+    exit_code = 2
+
+    @classmethod
+    def from_usage(cls, err: click.UsageError) -> click.UsageError | BadUsage:
+        if type(err).__name__ == "NoArgsIsHelpError":  # click >= 8.2: a bare group's help
+            return err
+        path = err.ctx.command_path if err.ctx else "hermes-redis"
+        return cls(f"{one_line(err.format_message()).rstrip('.')} (see `{path} --help`)")
+
+
+class HermesGroup(click.Group):
+    """Turns expected errors raised anywhere below into one line, never a traceback."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as err:
+            raise BadUsage.from_usage(err) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HermesError as err:
+            raise CliError(err) from None
+        except click.UsageError as err:
+            raise BadUsage.from_usage(err) from None
+
+
+class State:
+    """The config path from ``--config``; config and SessionMemory are made on first use."""
+
+    def __init__(self, config_path: str | None) -> None:
+        self.config_path = config_path
+        self._config: Config | None = None
+        self._mem: SessionMemory | None = None
+
+    def config(self) -> Config:
+        if self._config is None:
+            self._config = config_mod.load(self.config_path)
+        return self._config
+
+    def mem(self) -> SessionMemory:
+        if self._mem is None:
+            self._mem = SessionMemory(self.config())
+        return self._mem
+
+    def sid(self, prefix: str) -> str:
+        """A full session id from what the user typed (a unique prefix is enough)."""
+        return self.mem().resolve(prefix)
+
+    def close(self) -> None:
+        if self._mem is not None:
+            self._mem.close()
+            self._mem = None
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def json_option(fn: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")(fn)
+
+
+def user_option(fn: Any) -> Any:
+    return click.option("--user", "user_id", metavar="U", help="Only this user's sessions.")(fn)
+
+
+@click.group("hermes-redis", cls=HermesGroup,
+             context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", metavar="PATH", type=click.Path(dir_okay=False),
+              help="Config file (default: $HERMES_CONFIG, else ./config.yml, else built-in).")
+@click.option("-v", "--verbose", is_flag=True, help="Log what the library does to stderr.")
+@click.version_option(__version__, prog_name="hermes-redis")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
+    """Session memory for AI agents: inspect and operate both tiers (Redis and the archive).
+
+    SESSION_ID may be any unique prefix of a session id.
+    """
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    state = State(config_path)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+# --- session -----------------------------------------------------------------------------------
+@cli.group()
+def session() -> None:
+    """List, resume, forget, archive and export sessions."""
+
+
+@session.command("list")
+@user_option
+@click.option("--status", type=click.Choice(STATUS_CHOICES), default="active", show_default=True,
+              help="Which sessions to show.")
+@json_option
+@pass_state
+def list_cmd(state: State, user_id: str | None, status: str, as_json: bool) -> None:
+    """Sessions from both tiers, newest first."""
+    mem = state.mem()
+    infos = mem.list_sessions(user_id=user_id, status=status)
+    if as_json:
+        emit_json([_list_entry(i) for i in infos])
+        return
+    if not infos:
+        which = "" if status == "all" else f"{status} "
+        who = f" for user {user_id}" if user_id else ""
+        click.echo(f"No {which}sessions{who}.")
+        return
+    every = [i.session_id for i in mem.list_sessions(status="all")]
+    short = short_ids([i.session_id for i in infos], every)
+    rows = [
+        (short[i.session_id], truncate(clean(i.title) or "(untitled)", TITLE_CELLS),
+         truncate(clean(i.user_id), 16), i.status, i.message_count, stamp(i.updated_at))
+        for i in infos
+    ]
+    click.echo(table(("ID", "TITLE", "USER", "STATUS", "MESSAGES", "UPDATED"), rows, right=(4,)))
+
+
+def _list_entry(info: SessionInfo) -> dict[str, Any]:
+    """The list knows no per-tier counts or TTL: leave them out rather than report zeros."""
+    data = info.as_dict()
+    for key in ("hot_count", "archived_count", "ttl_left"):
+        data.pop(key, None)
+    return data
+
+
+@session.command()
+@click.argument("session_id", required=False)
+@user_option
+@json_option
+@pass_state
+def resume(state: State, session_id: str | None, user_id: str | None, as_json: bool) -> None:
+    """The context that would be injected now (the latest active session without an id)."""
+    mem = state.mem()
+    ctx = mem.resume(state.sid(session_id) if session_id else None, user_id=user_id)
+    if as_json:
+        emit_json({**ctx.as_dict(), "chat": ctx.as_chat()})
+        return
+    click.echo(_context_text(mem, ctx))
+
+
+def _context_text(mem: SessionMemory, ctx: Context) -> str:
+    info = mem.info(ctx.session_id)
+    head = [
+        f"Session {ctx.session_id} · {clean(info.title) or '(untitled)'} · user {clean(info.user_id)}",
+        f"Token usage: {usage_line(ctx.tokens, ctx.window)}, "
+        f"{len(ctx.messages)} messages from seq {ctx.first_seq}",
+    ]
+    blocks = ["\n".join(head)]
+    if ctx.memories:
+        blocks.append("[system] " + clean_block(memories_text(ctx.memories)))
+    if ctx.summary:
+        blocks.append("[system] " + clean_block(summary_text(ctx.summary)))
+    blocks.extend(f"[{m.role} #{m.seq}] {clean_block(m.content)}" for m in ctx.messages)
+    if not ctx.memories and not ctx.summary and not ctx.messages:
+        blocks.append("(empty: nothing would be injected)")
+    return "\n\n".join(blocks)
+
+
+@session.command()
+@click.argument("session_id")
+@pass_state
+def archive(state: State, session_id: str) -> None:
+    """Keep everything but stop loading the session into context."""
+    sid = state.sid(session_id)
+    state.mem().archive(sid)
+    click.echo(f"Archived session {sid}; `hermes-redis session restore {sid[:8]}` undoes it.")
+
+
+@session.command()
+@click.argument("session_id")
+@pass_state
+def restore(state: State, session_id: str) -> None:
+    """Make an archived session active again."""
+    sid = state.sid(session_id)
+    state.mem().restore(sid)
+    click.echo(f"Restored session {sid}; it is active again.")
+
+
+@session.command()
+@click.argument("session_id")
+@click.option("--purge", is_flag=True, help="Also remove its messages from the archive.")
+@pass_state
+def delete(state: State, session_id: str, purge: bool) -> None:
+    """Mark the session deleted and drop its hot keys."""
+    sid = state.sid(session_id)
+    mem = state.mem()
+    count = mem.info(sid).message_count
+    mem.delete(sid, purge=purge)
+    if purge:
+        click.echo(f"Deleted session {sid} and purged its {plural(count, 'archived message')}.")
+    else:
+        click.echo(f"Deleted session {sid}; the archive keeps its {plural(count, 'message')} "
+                   "(--purge removes them).")
+
+
+@session.command()
+@click.argument("session_id")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Forget the last N turns.")
+@click.option("--keyword", metavar="WORD",
+              help="Forget every message containing WORD (case-insensitive).")
+@pass_state
+def forget(state: State, session_id: str, last: int | None, keyword: str | None) -> None:
+    """Remove messages from both tiers for good (exactly one of --last, --keyword)."""
+    if (last is None) == (keyword is None):
+        raise click.UsageError("give exactly one of --last N or --keyword WORD")
+    sid = state.sid(session_id)
+    mem = state.mem()
+    if last is not None:
+        n = mem.forget_last(sid, last)
+        what = f"in the last {last} turn{'' if last == 1 else 's'}"
+    else:
+        assert keyword is not None
+        n = mem.forget_keyword(sid, keyword)
+        what = f"containing {keyword!r}"
+    if n == 0:
+        click.echo(f"Nothing forgotten: no message {what} in session {sid}.")
+        return
+    info = mem.info(sid)
+    click.echo(f"Forgot {plural(n, 'message')} {what} from session {sid}; "
+               f"{plural(info.message_count, 'message')}, {plural(info.total_tokens, 'token')} "
+               "remain.")
+
+
+@session.command()
+@click.argument("session_id")
+@pass_state
+def clear(state: State, session_id: str) -> None:
+    """Empty the session's context; the archive and persistent memories stay."""
+    sid = state.sid(session_id)
+    mem = state.mem()
+    mem.clear(sid)
+    kept = mem.info(sid).message_count
+    click.echo(f"Cleared the context of session {sid}; the archive keeps its "
+               f"{plural(kept, 'message')} and persistent memories stay.")
+
+
+@session.command()
+@click.argument("session_id")
+@pass_state
+def compact(state: State, session_id: str) -> None:
+    """Summarize older turns now instead of waiting for a worker."""
+    sid = state.sid(session_id)
+    result = state.mem().compact(sid)
+    if result is None:
+        click.echo(f"Nothing to compact in session {sid}.")
+        return
+    click.echo(f"Compacted session {sid}: the summary covers "
+               f"{seqs_upto(result.summarized_upto)} "
+               f"({result.summary_tokens:,} tokens), {result.kept} messages stay verbatim.")
+
+
+@session.command()
+@click.argument("session_id")
+@click.option("--format", "fmt", type=click.Choice(("jsonl", "markdown")), default="jsonl",
+              show_default=True)
+@click.option("--output", "-o", metavar="FILE", type=click.Path(dir_okay=False, writable=True),
+              help="Write here instead of stdout.")
+@pass_state
+def export(state: State, session_id: str, fmt: str, output: str | None) -> None:
+    """The full history (archived and hot) as JSON lines or markdown."""
+    sid = state.sid(session_id)
+    mem = state.mem()
+    messages = mem.messages(sid)
+    if fmt == "jsonl":
+        text = "".join(json.dumps(m.as_dict(), ensure_ascii=False) + "\n" for m in messages)
+    else:
+        text = _markdown(mem.info(sid), messages)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise click.FileError(output, hint=err.strerror or str(err)) from None
+    click.echo(f"Wrote {plural(len(messages), 'message')} of session {sid} to {output}.")
+
+
+def _markdown(info: SessionInfo, messages: list[Message]) -> str:
+    lines = [
+        f"# {one_line(info.title) or 'Untitled session'}",
+        "",
+        f"- Session: `{info.session_id}`",
+        f"- User: {info.user_id}",
+        f"- Status: {info.status}",
+        f"- Created: {full_stamp(info.created_at)}",
+        f"- Messages: {len(messages)}, {sum(m.token_count for m in messages):,} tokens",
+    ]
+    if info.summary:
+        lines += ["", f"## Summary ({seqs_upto(info.summary_seq)})", "", info.summary]
+    for m in messages:
+        lines += ["", f"## {m.seq} · {m.role} · {stamp(m.created_at)}", "", m.content]
+        if m.tool_calls:
+            calls = json.dumps(json.loads(m.tool_calls), ensure_ascii=False, indent=2)
+            lines += ["", "```json", calls, "```"]
+        if m.file_refs:
+            lines += ["", "Files: " + ", ".join(f"`{f}`" for f in m.file_refs)]
+    return "\n".join(lines) + "\n"
+
+
+# --- top-level commands ------------------------------------------------------------------------
+@cli.command()
+@click.argument("session_id")
+@json_option
+@pass_state
+def info(state: State, session_id: str, as_json: bool) -> None:
+    """Both tiers in one view: counts, tokens, context usage, TTL, summary, backlog."""
+    report = session_report(state.mem(), state.sid(session_id))
+    if as_json:
+        emit_json(report.as_dict())
+        return
+    click.echo("\n".join(report_lines(report)))
+
+
+@cli.command()
+@click.argument("query")
+@user_option
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="At most this many hits.")
+@json_option
+@pass_state
+def search(state: State, query: str, user_id: str | None, limit: int, as_json: bool) -> None:
+    """Full-text search over archived and hot messages, best match first."""
+    mem = state.mem()
+    hits = mem.search(query, user_id=user_id, limit=limit)
+    if as_json:
+        emit_json([h.as_dict() for h in hits])
+        return
+    if not hits:
+        click.echo(f"No messages match {query!r}.")
+        return
+    every = [i.session_id for i in mem.list_sessions(status="all")]
+    short = short_ids([h.session_id for h in hits], every)
+    rows = [
+        (short[h.session_id], h.seq, h.role, truncate(clean(h.title) or "(untitled)", 24),
+         truncate(clean(h.snippet), SNIPPET_CELLS))
+        for h in hits
+    ]
+    click.echo(table(("SESSION", "SEQ", "ROLE", "TITLE", "SNIPPET"), rows, right=(1,)))
+
+
+@cli.command()
+@click.option("--burst", is_flag=True, help="Sweep, drain the queue, then exit.")
+@pass_state
+def worker(state: State, burst: bool) -> None:
+    """Run an RQ worker that archives and compacts sessions (redis backend only)."""
+    mem = state.mem()
+    if mem.hot.name != "redis":
+        raise ConfigError(f"{mem.config.source}: the worker needs memory.session.backend: redis "
+                          f"(it is {mem.hot.name}: appends flush in-process)")
+    from workers.worker import run
+
+    where = f"queue {mem.config.redis.queue!r} on {getattr(mem.hot, 'url', '')}"
+    if not burst:
+        click.echo(f"Worker listening on {where}; Ctrl-C stops it.", err=True)
+    run(mem, burst=burst)
+    if burst:
+        click.echo(f"Burst done: swept every session and drained {where}.")
+
+
+@cli.group()
+def server() -> None:
+    """The embedded Redis started when no redis.url is configured."""
+
+
+@server.command()
+@pass_state
+def stop(state: State) -> None:
+    """Shut the embedded Redis down, saving its data."""
+    config = state.config()
+    if embedded.stop(config.data_dir):
+        click.echo(f"Stopped the embedded Redis under {config.data_dir}.")
+    else:
+        click.echo(f"The embedded Redis under {config.data_dir} is not running.")
+    if config.redis.url:
+        click.echo("Note: redis.url is configured, so the embedded Redis is not in use.")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    try:
+        cli.main(args=argv, prog_name="hermes-redis")
+    except HermesError as err:  # raised outside a command (e.g. while closing)
+        click.echo(f"Error: {one_line(str(err))}", err=True)
+        sys.exit(err.exit_code)
+
+
+if __name__ == "__main__":
+    main()
