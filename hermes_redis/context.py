@@ -27,7 +27,7 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
             summary, cost = "", 0
         used += cost
     picked: list[Message] = []
-    for m in hot.tail(sid):
+    for m in hot.tail(sid, page_size=_page_size(budget, meta)):
         if m.seq <= summary_seq:
             break
         cost = m.token_count + MESSAGE_OVERHEAD
@@ -40,6 +40,14 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
         used -= picked.pop(0).token_count + MESSAGE_OVERHEAD
     first = picked[0].seq if picked else summary_seq + 1
     return Context(sid, tuple(picked), summary, tuple(kept_memories), used, budget, window, first)
+
+
+def _page_size(budget: int, meta: Meta) -> int:
+    """About as many messages as the budget holds at the session's mean size (its counters),
+    plus a margin, so one read usually does; entries past the budget are never decoded."""
+    count = int(meta.get("message_count", "0") or 0)
+    mean = max(1, int(meta.get("total_tokens", "0") or 0)) / count if count > 0 else 64
+    return max(16, min(1024, int(budget / (mean + MESSAGE_OVERHEAD) * 1.25) + 8))
 
 
 def _fit_memories(memories: Sequence[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str], int]:

@@ -4,6 +4,7 @@ endpoint and falls back to the offline one when it fails."""
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -47,9 +48,9 @@ def test_extractive_summary_is_running_and_bounded():
 
 class _Handler(BaseHTTPRequestHandler):
     reply = "Decisions:\n- use JWT"
-    seen: list[dict] = []
+    seen: ClassVar[list[dict]] = []
 
-    def do_POST(self):  # noqa: N802 - http.server's naming
+    def do_POST(self):  # http.server's naming
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Handler.seen.append({"auth": self.headers.get("Authorization"), **body})
         data = json.dumps({"choices": [{"message": {"content": _Handler.reply}}]}).encode()
@@ -94,3 +95,16 @@ def test_configured_chat_summarizer_is_used_for_compaction(config_factory, endpo
         mem.append(sid, "user", f"q{i}")
         mem.append(sid, "assistant", f"a{i}")
     assert mem.context(sid).summary == "Decisions:\n- use JWT"
+
+
+def test_extractive_keeps_versions_whole_names_first_and_skips_code():
+    history = msgs(
+        ("assistant", "Priya owns the rollout. We will use Next.js 14 for the frontend."),
+        ("assistant", "```\nfor i in range(10):\n    print(i)\n```\nThat loop is only an example."),
+        ("assistant", "The cache TTL is 300 seconds."),
+        ("assistant", "Update: the cache TTL is 600 seconds."),
+    )
+    text = ExtractiveSummarizer(TOK).summarize("", history, 500)
+    assert "Priya" in text and "Next.js 14" in text
+    assert "print(i)" not in text
+    assert "300 seconds" in text and "600 seconds" in text  # a changed value is not a duplicate

@@ -1,0 +1,1 @@
+"""Benchmarks for hermes-redis: ``bash scripts/bench.sh`` (see docs/benchmarks.md)."""
