@@ -38,6 +38,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS idx_messages_seq ON messages(session_id, seq);
 CREATE INDEX IF NOT EXISTS idx_sessions_user ON sessions(user_id, updated_at);
 CREATE TABLE IF NOT EXISTS tombstones (message_id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
   seq INTEGER, forgotten_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+CREATE INDEX IF NOT EXISTS idx_tombstones_session ON tombstones(session_id);
 CREATE TABLE IF NOT EXISTS memories (memory_id TEXT PRIMARY KEY, user_id TEXT NOT NULL,
   session_id TEXT, content TEXT NOT NULL, token_count INTEGER,
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
@@ -54,12 +55,13 @@ def fts_text(text: str) -> str:
 
 
 def fts_query(query: str) -> str:
-    """Each word of the query as a quoted phrase: user text is never FTS syntax."""
+    """Each word of the query as a quoted prefix phrase (``auth`` finds "authentication",
+    as the hot-tier scan does); user text is never FTS syntax."""
     phrases = []
     for word in query.split():
         parts = [p.replace('"', '""') for p in fts_text(word).split()]
         if parts:
-            phrases.append('"' + " ".join(parts) + '"')
+            phrases.append('"' + " ".join(parts) + '"*')
     return " AND ".join(phrases)
 
 
@@ -85,8 +87,9 @@ class Forgotten:
 
 
 class Archive:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_timeout: float = 10.0) -> None:
         self.path = path
+        self.busy_timeout = busy_timeout  # how long a write waits for another writer's lock
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
@@ -97,13 +100,18 @@ class Archive:
         if self._conn is not None and self._pid == os.getpid():
             self._check_file()
             return self._conn
+        if self._inode and not self.path.exists():  # never start an empty one behind its back
+            raise BackendUnavailableError(
+                f"archive {self.path} is missing (removed while in use); restore it (the hot "
+                "tier keeps unarchived turns), or restart to start an empty archive"
+            )
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=10.0, isolation_level=None,
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                    check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             conn.executescript(SCHEMA)
         except sqlite3.Error as err:
             raise self._unavailable(err) from None
@@ -184,24 +192,31 @@ class Archive:
         full_text = full_text or {}
         with self._tx() as conn:
             self._upsert_session(conn, session)
-            added = 0
-            for m in messages:
-                content = full_text.get(m.message_id, m.content)
-                cur = conn.execute(
-                    "INSERT OR IGNORE INTO messages (message_id, session_id, role, content,"
-                    " token_count, tool_calls, file_refs, memory_refs, created_at, seq)"
-                    " SELECT ?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS"
-                    " (SELECT 1 FROM tombstones WHERE message_id = ?)",
-                    (m.message_id, m.session_id, m.role, content, m.token_count,
-                     m.tool_calls or None, json.dumps(list(m.file_refs)),
-                     json.dumps(list(m.memory_refs)), _ts(m.created_at), m.seq, m.message_id),
-                )
-                if cur.rowcount == 1:
-                    added += 1
-                    conn.execute("INSERT INTO messages_fts(rowid, body) VALUES (?, ?)",
-                                 (cur.lastrowid, fts_text(content)))
+            # Batched (executemany), so a flush of thousands costs a few statements: skip what
+            # is archived or tombstoned, insert the rest, index exactly the rows that went in.
+            ids = [m.message_id for m in messages]
+            known = {r[0] for r in _in(conn, "SELECT message_id FROM messages"
+                                             " WHERE message_id IN ({})", ids)}
+            known |= {r[0] for r in _in(conn, "SELECT message_id FROM tombstones"
+                                              " WHERE message_id IN ({})", ids)}
+            fresh = [m for m in messages if m.message_id not in known]
+            conn.executemany(
+                "INSERT OR IGNORE INTO messages (message_id, session_id, role, content,"
+                " token_count, tool_calls, file_refs, memory_refs, created_at, seq)"
+                " SELECT ?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS"
+                " (SELECT 1 FROM tombstones WHERE message_id = ?)",
+                [(m.message_id, m.session_id, m.role, full_text.get(m.message_id, m.content),
+                  m.token_count, m.tool_calls or None, _json_list(m.file_refs),
+                  _json_list(m.memory_refs), _ts(m.created_at), m.seq, m.message_id)
+                 for m in fresh],
+            )
+            added = _in(conn, "SELECT rowid, content FROM messages WHERE message_id IN ({})",
+                        [m.message_id for m in fresh])
+            # ascending rowids: FTS5 flushes its pending terms whenever a rowid goes backwards
+            conn.executemany("INSERT INTO messages_fts(rowid, body) VALUES (?, ?)",
+                             [(rowid, fts_text(content)) for rowid, content in sorted(added)])
             self._recount(conn, session["session_id"])
-            return added
+            return len(added)
 
     def _upsert_session(self, conn: sqlite3.Connection, s: dict[str, Any]) -> None:
         conn.execute(
@@ -323,6 +338,11 @@ class Archive:
                          " coalesce(max(seq),0) AS m FROM messages WHERE session_id=?", (sid,))[0]
         return int(row["n"]), int(row["t"]), int(row["m"])
 
+    def tombstoned(self, sid: str) -> dict[str, int]:
+        """The session's forgotten messages (message_id -> seq): never to be summarized."""
+        rows = self._read("SELECT message_id, seq FROM tombstones WHERE session_id=?", (sid,))
+        return {r["message_id"]: int(r["seq"] or 0) for r in rows}
+
     def memories(self, user_id: str) -> list[dict[str, Any]]:
         return self._read("SELECT * FROM memories WHERE user_id=? ORDER BY created_at, memory_id",
                           (user_id,))
@@ -359,6 +379,19 @@ def snippet(text: str, query: str, width: int = 80) -> str:
     start = max(0, at - width // 3)
     piece = flat[start : start + width]
     return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+def _in(conn: sqlite3.Connection, sql: str, values: list[str]) -> list[Any]:
+    """Rows of ``sql`` whose ``IN ({})`` takes ``values``, in chunks under SQLite's limit."""
+    rows: list[Any] = []
+    for i in range(0, len(values), 500):
+        chunk = values[i : i + 500]
+        rows += conn.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+    return rows
+
+
+def _json_list(items: Sequence[str]) -> str:
+    return json.dumps(list(items)) if items else "[]"
 
 
 def _ts(value: float | str) -> str:

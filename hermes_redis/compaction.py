@@ -77,7 +77,9 @@ class Maintainer:
         tool_ids = [m.message_id for m in pending if m.role == "tool"]
         full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
         added = self.archive.write(session_row(sid, meta), pending, full)
-        upto = pending[-1].seq if pending else int(meta["last_seq"])
+        self.sync_summary(sid, (meta["summary"], int(meta["summary_seq"])))
+        # Seqs up to last_seq that the tail no longer holds were forgotten: nothing left to archive.
+        upto = max(pending[-1].seq if pending else 0, int(meta["last_seq"]))
         self.hot.ack_flush(sid, upto, self.ttl, tool_ids)
         return added
 
@@ -95,7 +97,8 @@ class Maintainer:
             meta = self.hot.meta(sid)
             if meta is None:
                 return None
-            live = self._live(sid, meta)
+            gone = self.archive.tombstoned(sid)  # forgotten, maybe not yet out of the hot tier
+            live = [m for m in self._live(sid, meta) if m.message_id not in gone]
             over = len(live) > self.config.session.max_messages
             if not (force or over or self._tokens(live) > self._token_cap()):
                 return None
@@ -106,15 +109,52 @@ class Maintainer:
             old_seq = int(meta["summary_seq"])
             new_seq = folded[-1].seq
             summary = self._summarize(meta["summary"], folded)
-            trimmed = self.hot.compact(sid, old_seq, summary, new_seq)
+            trimmed = self.hot.compact(sid, old_seq, summary, new_seq, meta)
             if trimmed == -2:
                 continue
             if trimmed == -1:
                 return None
-            self.archive.set_summary(sid, summary, new_seq)
+            self.sync_summary(sid)
+            raced = {m: s for m, s in self.archive.tombstoned(sid).items() if m not in gone}
+            if raced:  # a forget landed while this summary was being written
+                self.scrub(sid, list(raced.values()))
             tokens = self.summarizer_tokens(summary)
             return CompactResult(new_seq, trimmed, tokens, len(kept))
         return None
+
+    def scrub(self, sid: str, seqs: list[int]) -> None:
+        """After a forget: rebuild the summary from what remains if it covers any of ``seqs``
+        (invariant 4). Compare-and-set on the text, so a compaction racing this either sees
+        the new summary or is redone, and this retries over a summary it raced."""
+        for _ in range(5):
+            meta = self.hot.meta(sid)
+            upto = int(meta["summary_seq"]) if meta else 0
+            if meta is None or not meta["summary"] or min(seqs, default=upto + 1) > upto:
+                return
+            gone = self.archive.tombstoned(sid)
+            by_seq = {m.seq: m for m in self.archive.messages(sid, upto_seq=upto)}
+            for m in self.hot.messages(sid):
+                if m.seq <= upto:
+                    by_seq.setdefault(m.seq, m)
+            remaining = [by_seq[s] for s in sorted(by_seq) if by_seq[s].message_id not in gone]
+            summary = self.summarizer.summarize(
+                "", remaining, self.config.session.compression.summary_max_tokens)
+            if self.hot.compact(sid, upto, summary, upto, meta) != -2:
+                self.sync_summary(sid)
+                return
+
+    def sync_summary(self, sid: str, wrote: tuple[str, int] | None = None) -> None:
+        """Give the archive the hot tier's summary. Every writer re-reads after writing, so
+        concurrent writers converge on the newest one (``wrote``: what was just written)."""
+        for _ in range(5):
+            meta = self.hot.meta(sid)
+            if meta is None:
+                return
+            now = (meta["summary"], int(meta["summary_seq"]))
+            if now == wrote:
+                return
+            self.archive.set_summary(sid, now[0], now[1], force=True)
+            wrote = now
 
     def summarizer_tokens(self, summary: str) -> int:
         tokenizer = getattr(self.summarizer, "tokenizer", None) or getattr(

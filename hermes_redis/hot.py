@@ -8,11 +8,13 @@ Nothing above this module knows which one it talks to.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -78,9 +80,12 @@ class HotStore(ABC):
         """Mark seq <= upto_seq archived; returns the backlog left (-1: no such session)."""
 
     @abstractmethod
-    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None) -> int:
+    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
+                expected: Meta | None = None) -> int:
         """Install a summary covering seq <= new_seq (None: up to the newest) and trim what it
-        covers and is archived. ``expected_seq`` None skips the compare-and-set.
+        covers and is archived. ``expected_seq`` None skips the compare-and-set; ``expected``,
+        the meta the summary was built from, also fails it when the summary text or the forget
+        count moved since (a forget meanwhile: the summary may hold what it removed).
         Returns trimmed count, -1 if the session is gone, -2 if the summary moved meanwhile."""
 
     @abstractmethod
@@ -119,14 +124,19 @@ class HotStore(ABC):
         """Sessions holding unarchived messages since before ``older_than``."""
 
     def messages(self, sid: str) -> list[Message]:
-        return self.page(sid, 0, self.length(sid)) if self.length(sid) else []
+        """The whole list in one read: a length then a page would miss the oldest entries
+        when appends land in between (and forget would miss them)."""
+        return self.page(sid, 0, sys.maxsize)
 
     def tail(self, sid: str, page_size: int = 64) -> Iterator[Message]:
         """Newest first, paging backwards, so callers read only what they use."""
-        skip = 0
+        skip, newest = 0, sys.maxsize
         while True:
             page = self.page(sid, skip, page_size)
-            yield from reversed(page)
+            for m in reversed(page):
+                if m.seq < newest:  # appends between pages shift the window: skip repeats
+                    newest = m.seq
+                    yield m
             if len(page) < page_size:
                 return
             skip += page_size
@@ -231,13 +241,16 @@ class MemoryHot(HotStore):
                 self._full.pop(mid, None)
             flushed = max(int(meta["flushed_seq"]), upto_seq)
             meta["flushed_seq"] = str(flushed)
+            bound = min(flushed, int(meta["summary_seq"]))  # summarized and archived: trim
+            self._lists[sid] = [m for m in self._lists[sid] if m.seq > bound]
             left = int(meta["last_seq"]) - flushed
             if left <= 0:
                 self._dirty.pop(sid, None)
                 self._expire(sid, ttl)
             return left
 
-    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None) -> int:
+    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
+                expected: Meta | None = None) -> int:
         with self._lock:
             meta = self._live(sid)
             if meta is None:
@@ -245,6 +258,9 @@ class MemoryHot(HotStore):
             current = int(meta["summary_seq"])
             target = int(meta["last_seq"]) if new_seq is None else new_seq
             if expected_seq is not None and (expected_seq != current or target < current):
+                return -2
+            if expected is not None and (meta["summary"], meta.get("forgets", "0")) != (
+                    expected["summary"], expected.get("forgets", "0")):
                 return -2
             meta["summary"], meta["summary_seq"] = summary, str(target)
             bound = min(target, int(meta["flushed_seq"]))
@@ -261,6 +277,8 @@ class MemoryHot(HotStore):
             fresh = [t for t in targets if f"forgot:{t[0]}" not in meta]
             for mid, _, _ in fresh:
                 meta[f"forgot:{mid}"] = "1"
+            if fresh:
+                meta["forgets"] = str(int(meta.get("forgets", "0")) + 1)
             drop = {seq for _, seq, _ in targets}
             items = self._lists[sid]
             self._lists[sid] = [m for m in items if m.seq not in drop]
@@ -360,6 +378,11 @@ class RedisHot(HotStore):
     def _reach(self) -> Iterator[None]:
         try:
             yield
+        except redis.AuthenticationError as err:  # a ConnectionError subclass: catch it first
+            raise BackendUnavailableError(
+                f"Redis at {self.url} rejected the credentials ({_first_line(err)}); "
+                "check the user and password in redis.url"
+            ) from None
         except (redis.ConnectionError, redis.TimeoutError) as err:
             raise BackendUnavailableError(
                 f"cannot reach Redis at {self.url} ({_first_line(err)}); "
@@ -369,9 +392,10 @@ class RedisHot(HotStore):
             raise BackendUnavailableError(
                 f"Redis at {self.url} refused the command ({_first_line(err)}); check the ACL user"
             ) from None
-        except redis.AuthenticationError as err:
+        except redis.exceptions.OutOfMemoryError:  # scripts fail before their first write
             raise BackendUnavailableError(
-                f"Redis at {self.url} rejected the credentials ({_first_line(err)})"
+                f"Redis at {self.url} is out of memory (maxmemory), nothing was written; start "
+                "a worker to archive the backlog or raise maxmemory (keep a noeviction policy)"
             ) from None
 
     def _call(self, fn: Callable[[], T]) -> T:
@@ -383,6 +407,8 @@ class RedisHot(HotStore):
             for n in range(self.retries + 1):
                 try:
                     return fn(n)
+                except redis.AuthenticationError:
+                    raise  # wrong credentials stay wrong: no retry
                 except (redis.ConnectionError, redis.TimeoutError):
                     if n == self.retries:
                         raise
@@ -434,6 +460,23 @@ class RedisHot(HotStore):
         raw = self._call(lambda: self.client.lrange(self.list_key(sid), end - count + 1, end))
         return self._decode(sid, raw)
 
+    def tail(self, sid: str, page_size: int = 64) -> Iterator[Message]:
+        """Newest first, paging backwards; an entry is decoded only when the caller reaches
+        it, so a reader that stops early (``context()``) pays for what it uses."""
+        key = self.list_key(sid)
+        skip, newest = 0, sys.maxsize
+        while True:
+            end = -1 - skip
+            raw = self._call(partial(self.client.lrange, key, end - page_size + 1, end))
+            for item in reversed(raw):
+                for m in self._decode(sid, [item]):
+                    if m.seq < newest:  # appends between pages shift the window: skip repeats
+                        newest = m.seq
+                        yield m
+            if len(raw) < page_size:
+                return
+            skip += page_size
+
     def _decode(self, sid: str, raw: list[bytes]) -> list[Message]:
         out: list[Message] = []
         for item in raw:
@@ -457,11 +500,13 @@ class RedisHot(HotStore):
         args = [upto_seq, ttl, sid, *archived_ids]
         return int(self._call(lambda: self._scripts["ack_flush"](keys=keys, args=args)))
 
-    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None) -> int:
+    def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
+                expected: Meta | None = None) -> int:
         args = [
             "*" if expected_seq is None else expected_seq,
             summary,
             "last" if new_seq is None else new_seq,
+            *([] if expected is None else [expected["summary"], expected.get("forgets", "0")]),
         ]
         keys = [self.meta_key(sid), self.list_key(sid)]
         return int(self._call(lambda: self._scripts["compact"](keys=keys, args=args)))

@@ -129,7 +129,7 @@ class SessionMemory:
         return msg, full_text
 
     def _title(self, content: str) -> str:
-        first = " ".join(content.split())
+        first = " ".join(content[: 4 * self.config.limits.max_title_chars].split())
         limit = self.config.limits.max_title_chars
         return first if len(first) <= limit else first[: limit - 1] + "…"
 

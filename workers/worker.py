@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
+import redis
 from rq import SimpleWorker
 
+from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.hot import RedisHot
 from hermes_redis.session_memory import SessionMemory
 from workers import jobs
@@ -17,19 +20,30 @@ log = logging.getLogger(__name__)
 def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0) -> bool:
     """Process flush jobs until stopped (``burst``: until the queue is empty).
 
-    A burst run sweeps first with no grace, so a burst after a crash recovers everything.
+    Every run sweeps first with no grace, so a worker started after a crash recovers at once
+    what the dead one left (a job it had dequeued, a session whose flush flag it never cleared).
     """
     if not isinstance(memory.hot, RedisHot):
         raise SystemExit("the worker needs the redis backend (memory.session.backend: redis)")
     jobs.bind(memory)
     stop = threading.Event()
-    if burst:
-        memory.sweep(grace=0)
-    else:
+    memory.sweep(grace=0)
+    if not burst:
         threading.Thread(target=_sweeper, args=(memory, sweep_every, stop), daemon=True).start()
-    worker = SimpleWorker([memory.config.redis.queue], connection=memory.hot.client)
+    delay = 1.0
     try:
-        return bool(worker.work(burst=burst, logging_level="WARNING"))
+        while True:  # RQ quits when Redis drops mid-job; a long-running worker starts again
+            try:
+                worker = SimpleWorker([memory.config.redis.queue], connection=memory.hot.client)
+                return bool(worker.work(burst=burst, logging_level="WARNING"))
+            except (redis.ConnectionError, redis.TimeoutError, BackendUnavailableError) as err:
+                if burst:
+                    raise BackendUnavailableError(
+                        f"lost Redis at {memory.hot.url} during the burst; run it again"
+                    ) from None
+                log.warning("lost Redis (%s); the worker starts again in %.0fs", err, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 30.0)
     finally:
         stop.set()
 

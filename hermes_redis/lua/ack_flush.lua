@@ -10,6 +10,16 @@ if upto > flushed then
   redis.call('HSET', meta, 'flushed_seq', upto)
   flushed = upto
 end
+-- archived messages the summary already covers leave the list now: under load a compaction
+-- summarizes messages before they are archived and could not trim them then
+local bound = math.min(flushed, tonumber(redis.call('HGET', meta, 'summary_seq') or '0'))
+while true do
+  local head = redis.call('LINDEX', list, 0)
+  if not head or #head < 11 or string.sub(head, 1, 1) ~= '\154' then break end
+  local hi, lo = struct.unpack('>I4I4', head, 4)
+  if hi * 4294967296 + lo > bound then break end
+  redis.call('LPOP', list)
+end
 local last = tonumber(redis.call('HGET', meta, 'last_seq') or '0')
 if flushed >= last then
   redis.call('ZREM', backlog, ARGV[3])

@@ -1,10 +1,14 @@
 -- Install a new summary covering seq <= new_seq (compare-and-set on the old one) and
 -- drop from the list head the messages it covers that are already archived (invariant 2).
--- KEYS: meta, list   ARGV: expected_summary_seq ('*' = any), summary, new_seq ('last' = last_seq)
+-- KEYS: meta, list   ARGV: expected_summary_seq ('*' = any), summary, new_seq ('last' = last_seq),
+--   [expected summary text, expected forget count: the summary was built from a state that
+--    a forget changed since, so it may hold what was forgotten (invariant 4)]
 local meta, list = KEYS[1], KEYS[2]
 if redis.call('EXISTS', meta) == 0 then return -1 end
 local current = tonumber(redis.call('HGET', meta, 'summary_seq') or '0')
 if ARGV[1] ~= '*' and tonumber(ARGV[1]) ~= current then return -2 end
+if #ARGV >= 5 and ((redis.call('HGET', meta, 'summary') or '') ~= ARGV[4]
+    or (redis.call('HGET', meta, 'forgets') or '0') ~= ARGV[5]) then return -2 end
 local new_seq
 if ARGV[3] == 'last' then
   new_seq = tonumber(redis.call('HGET', meta, 'last_seq') or '0')
@@ -19,8 +23,13 @@ local trimmed = 0
 while true do
   local head = redis.call('LINDEX', list, 0)
   if not head then break end
-  local hi, lo = struct.unpack('>I4I4', head, 4)
-  if hi * 4294967296 + lo > bound then break end
+  -- a corrupted head entry cannot be archived (reads skip it): drop it, say so in the log
+  if #head >= 11 and string.sub(head, 1, 1) == '\154' and string.sub(head, 3, 3) == '\207' then
+    local hi, lo = struct.unpack('>I4I4', head, 4)
+    if hi * 4294967296 + lo > bound then break end
+  else
+    redis.log(redis.LOG_WARNING, 'hermes: dropped a corrupted entry from ' .. list)
+  end
   redis.call('LPOP', list)
   trimmed = trimmed + 1
 end

@@ -14,12 +14,17 @@ for i = 1, #ARGV, 3 do
 end
 local removed = 0
 for _, item in ipairs(redis.call('LRANGE', list, 0, -1)) do
-  local hi, lo = struct.unpack('>I4I4', item, 4)
-  if drop[hi * 4294967296 + lo] then
+  -- a corrupted entry (too short or another header) is no target: skip it, never fail
+  local ok = #item >= 11 and string.sub(item, 1, 1) == '\154' and string.sub(item, 3, 3) == '\207'
+  local hi, lo = 0, 0
+  if ok then hi, lo = struct.unpack('>I4I4', item, 4) end
+  if ok and drop[hi * 4294967296 + lo] then
     redis.call('LREM', list, 1, item)
     removed = removed + 1
   end
 end
+-- a compaction that read the session before this forget must not install its summary
+if count > 0 then redis.call('HINCRBY', meta, 'forgets', 1) end
 redis.call('HINCRBY', meta, 'message_count', -count)
 redis.call('HINCRBY', meta, 'total_tokens', -tokens)
 return removed
