@@ -29,6 +29,7 @@ T = TypeVar("T")
 LUA_DIR = Path(__file__).with_name("lua")
 log = logging.getLogger(__name__)
 
+DEDUPE_WINDOW = 64  # newest entries a retried append searches (append.lua: LRANGE -64 -1)
 COUNTER_FIELDS = ("total_tokens", "message_count", "summary_seq", "last_seq", "flushed_seq")
 
 
@@ -58,9 +59,11 @@ class HotStore(ABC):
         """Create the session; False if it exists already."""
 
     @abstractmethod
-    def append(self, msg: Message, now: float, title: str, full_text: str = "") -> tuple[int, bool]:
+    def append(self, msg: Message, now: float, title: str, full_text: str = "",
+               dedupe: bool = False) -> tuple[int, bool]:
         """Store ``msg`` with the next seq; returns (seq, whether a flush must be enqueued).
-        ``full_text`` is an uncapped tool result kept until it is archived."""
+        ``full_text`` is an uncapped tool result kept until it is archived. ``dedupe``: if one
+        of the newest entries has this message_id already, return its seq and store nothing."""
 
     @abstractmethod
     def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]: ...
@@ -187,13 +190,18 @@ class MemoryHot(HotStore):
             self._expire(sid, ttl)
             return True
 
-    def append(self, msg: Message, now: float, title: str, full_text: str = "") -> tuple[int, bool]:
+    def append(self, msg: Message, now: float, title: str, full_text: str = "",
+               dedupe: bool = False) -> tuple[int, bool]:
         with self._lock:
             meta = self._live(msg.session_id)
             if meta is None:
                 raise NotFoundError("NOSESSION")
             if meta["status"] != "active":
                 raise StateError(f"STATUS {meta['status']}")
+            if dedupe:
+                for old in self._lists[msg.session_id][-DEDUPE_WINDOW:]:
+                    if old.message_id == msg.message_id:
+                        return old.seq, False
             seq = int(meta["last_seq"]) + 1
             self._lists[msg.session_id].append(_with_seq(msg, seq))
             meta["last_seq"] = str(seq)
@@ -424,7 +432,8 @@ class RedisHot(HotStore):
     def create(self, sid: str, meta: Meta, ttl: int) -> bool:
         return self.hydrate(sid, meta, [], ttl)
 
-    def append(self, msg: Message, now: float, title: str, full_text: str = "") -> tuple[int, bool]:
+    def append(self, msg: Message, now: float, title: str, full_text: str = "",
+               dedupe: bool = False) -> tuple[int, bool]:
         sid = msg.session_id
         keys = [self.meta_key(sid), self.list_key(sid), self.index_key(), self.backlog_key(),
                 self.full_key(sid)]
@@ -432,7 +441,7 @@ class RedisHot(HotStore):
         script = self._scripts["append"]
 
         def attempt(n: int) -> Any:
-            args[-1] = 1 if n else 0  # a retry first looks for the earlier attempt's entry
+            args[-1] = 1 if n or dedupe else 0  # a retry first looks for an earlier attempt
             return script(keys=keys, args=args)
 
         try:

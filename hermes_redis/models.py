@@ -18,6 +18,7 @@ from hermes_redis.errors import ValidationError
 ROLES = ("user", "assistant", "system", "tool")
 STATUSES = ("active", "archived", "deleted")
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MESSAGE_ID_RE = re.compile(r"[0-9a-f]{32}")
 
 WIRE_VERSION = 1
 # Wire layout v1: fixarray(10) | version | uint64 seq | message_id | role | content |
@@ -46,6 +47,16 @@ def check_session_id(session_id: object) -> str:
             f"invalid session id {shown}: use 1-64 characters of letters, digits, '_' or '-'"
         )
     return session_id
+
+
+def check_message_id(message_id: object) -> str:
+    """Caller-supplied ids must have the shape ``new_message_id()`` gives (32 hex digits):
+    the append script finds a retried message by it at a fixed offset."""
+    if not isinstance(message_id, str) or not MESSAGE_ID_RE.fullmatch(message_id):
+        raise ValidationError(
+            f"invalid message_id {repr(message_id)[:80]}: use hermes_redis.models.new_message_id()"
+        )
+    return message_id
 
 
 def check_role(role: object) -> str:

@@ -30,10 +30,12 @@ from hermes_redis.models import (
     Message,
     SessionInfo,
     check_content,
+    check_message_id,
     check_refs,
     check_role,
     check_session_id,
     check_tool_calls,
+    new_message_id,
     new_session_id,
 )
 from hermes_redis.summarizers import ChatSummarizer, ExtractiveSummarizer, Summarizer
@@ -91,25 +93,31 @@ class SessionMemory:
         return sid
 
     def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
-               file_refs: Any = None, memory_refs: Any = None) -> Message:
+               file_refs: Any = None, memory_refs: Any = None,
+               message_id: str | None = None) -> Message:
+        """Store one message with the next seq. Pass your own ``message_id`` (from
+        ``new_message_id()``) to make retries safe: an append whose reply was lost and is
+        sent again with the same id returns the stored message instead of a duplicate."""
         sid = check_session_id(session_id)
+        if message_id is not None:
+            check_message_id(message_id)
         role = check_role(role)
         content = check_content(content, self.config.limits.max_content_bytes)
         msg, full_text = self._new_message(sid, role, content, check_tool_calls(tool_calls),
                                            check_refs(file_refs, "file_refs"),
-                                           check_refs(memory_refs, "memory_refs"))
+                                           check_refs(memory_refs, "memory_refs"), message_id)
         title = self._title(content) if role == "user" and self.config.session.auto_title else ""
-        seq, enqueue = self._append(msg, title, full_text)
+        seq, enqueue = self._append(msg, title, full_text, dedupe=message_id is not None)
         if enqueue:
             self._dispatch(sid)
         return Message(**{**msg.__dict__, "seq": seq})
 
-    def _append(self, msg: Message, title: str, full_text: str) -> tuple[int, bool]:
+    def _append(self, msg: Message, title: str, full_text: str, dedupe: bool) -> tuple[int, bool]:
         try:
-            return self.hot.append(msg, time.time(), title, full_text)
+            return self.hot.append(msg, time.time(), title, full_text, dedupe)
         except NotFoundError:
             self._meta(msg.session_id)  # rebuilds an expired session from the archive
-            return self.hot.append(msg, time.time(), title, full_text)
+            return self.hot.append(msg, time.time(), title, full_text, dedupe)
         except StateError:
             status = self._meta(msg.session_id)["status"]
             raise StateError(f"session {msg.session_id} is {status}; "
@@ -117,7 +125,8 @@ class SessionMemory:
                                 "start a new session")) from None
 
     def _new_message(self, sid: str, role: str, content: str, tool_calls: str,
-                     file_refs: tuple[str, ...], memory_refs: tuple[str, ...]) -> tuple[Message, str]:
+                     file_refs: tuple[str, ...], memory_refs: tuple[str, ...],
+                     message_id: str | None = None) -> tuple[Message, str]:
         full_text = ""
         limit = self.config.session.tool_result_max_tokens
         if role == "tool" and self.tokenizer.count(content) > limit:
@@ -125,7 +134,8 @@ class SessionMemory:
             full_text = content if self.config.session.save_tool_results else ""
             content = self.tokenizer.cap(content, limit, where)
         msg = Message(sid, 0, role, content, self.tokenizer.count(content), tool_calls=tool_calls,
-                      file_refs=file_refs, memory_refs=memory_refs)
+                      file_refs=file_refs, memory_refs=memory_refs,
+                      message_id=message_id or new_message_id())
         return msg, full_text
 
     def _title(self, content: str) -> str:

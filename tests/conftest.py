@@ -4,6 +4,7 @@ and the behaviour suite parametrized over both backends."""
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,8 @@ from tests.redis_server import RedisServer
 
 for _var in [v for v in os.environ if v.startswith("HERMES_")]:
     del os.environ[_var]  # the developer's own settings must not leak into tests
+# Nothing a test starts may use the real ~/.hermes/data (embedded Redis, archive).
+os.environ["HERMES_DATA_DIR"] = tempfile.mkdtemp(prefix="hermes-test-data-")
 
 
 @pytest.fixture(scope="session")

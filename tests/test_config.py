@@ -14,7 +14,8 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_repo_config_is_the_documented_default():
+def test_repo_config_is_the_documented_default(monkeypatch):
+    monkeypatch.delenv("HERMES_DATA_DIR", raising=False)
     cfg = config.load(ROOT / "config.yml")
     assert cfg.session.backend == "redis"
     assert cfg.session.max_messages == 50

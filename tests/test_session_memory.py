@@ -208,3 +208,19 @@ def test_search_matches_word_prefixes_in_both_tiers(mem):
     mem.append(sid, "user", "implement authentication with JWT")
     mem.flush(sid)
     assert [h.seq for h in mem.search("auth", user_id="u")] == [1]
+
+
+def test_an_append_sent_twice_with_its_own_id_is_stored_once(mem):
+    from hermes_redis.models import new_message_id
+
+    sid = mem.create_session()
+    mid = new_message_id()
+    first = mem.append(sid, "user", "exactly once", message_id=mid)
+    mem.append(sid, "assistant", "reply")
+    again = mem.append(sid, "user", "exactly once", message_id=mid)  # the agent's retry
+    assert again.seq == first.seq == 1
+    assert [m.content for m in mem.messages(sid)] == ["exactly once", "reply"]
+    counters_match(mem, sid)
+    with pytest.raises(ValidationError, match="message_id"):
+        mem.append(sid, "user", "x", message_id="not-an-id")
+    assert mem.info(sid).message_count == 2
