@@ -71,6 +71,10 @@ class HotStore(ABC):
     @abstractmethod
     def meta(self, sid: str) -> Meta | None: ...
 
+    def metas(self, sids: list[str]) -> list[Meta | None]:
+        """``meta`` of many sessions (one round trip on Redis)."""
+        return [self.meta(sid) for sid in sids]
+
     @abstractmethod
     def page(self, sid: str, skip: int, count: int) -> list[Message]:
         """Up to ``count`` messages ending ``skip`` messages before the newest, oldest first."""
@@ -456,11 +460,16 @@ class RedisHot(HotStore):
         return int(seq), bool(enqueue)
 
     def meta(self, sid: str) -> Meta | None:
-        raw = self._call(lambda: self.client.hgetall(self.meta_key(sid)))
-        if not raw or b"status" not in raw:
-            return None
-        return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()
-                if not k.startswith(b"forgot:")}
+        return _meta(self._call(lambda: self.client.hgetall(self.meta_key(sid))))
+
+    def metas(self, sids: list[str]) -> list[Meta | None]:
+        def run() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for sid in sids:
+                pipe.hgetall(self.meta_key(sid))
+            return list(pipe.execute())
+
+        return [_meta(raw) for raw in self._call(run)] if sids else []
 
     def page(self, sid: str, skip: int, count: int) -> list[Message]:
         if count <= 0:
@@ -574,6 +583,13 @@ class RedisHot(HotStore):
     def backlog_sessions(self, older_than: float) -> list[str]:
         raw = self._call(lambda: self.client.zrangebyscore(self.backlog_key(), "-inf", older_than))
         return [s.decode() for s in raw]
+
+
+def _meta(raw: dict[bytes, bytes]) -> Meta | None:
+    if not raw or b"status" not in raw:
+        return None
+    return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()
+            if not k.startswith(b"forgot:")}
 
 
 def redact_url(url: str) -> str:

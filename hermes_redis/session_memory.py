@@ -266,8 +266,8 @@ class SessionMemory:
             raise ValidationError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}, all")
         found: dict[str, SessionInfo] = {}
         expired = []
-        for sid in self.hot.session_ids():
-            meta = self.hot.meta(sid)
+        sids = self.hot.session_ids()
+        for sid, meta in zip(sids, self.hot.metas(sids), strict=True):
             if meta is None:
                 expired.append(sid)
                 continue
