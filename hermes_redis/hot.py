@@ -404,7 +404,11 @@ class RedisHot(HotStore):
             raise BackendUnavailableError(
                 f"Redis at {self.url} refused the command ({_first_line(err)}); check the ACL user"
             ) from None
-        except redis.exceptions.OutOfMemoryError:  # scripts fail before their first write
+        except redis.ResponseError as err:
+            # Redis 7 refuses a script up front (OutOfMemoryError); Redis 6 fails it at its first
+            # write (a ResponseError naming OOM). Either way nothing was written.
+            if not isinstance(err, redis.exceptions.OutOfMemoryError) and "OOM" not in str(err):
+                raise
             raise BackendUnavailableError(
                 f"Redis at {self.url} is out of memory (maxmemory), nothing was written; start "
                 "a worker to archive the backlog or raise maxmemory (keep a noeviction policy)"

