@@ -285,5 +285,5 @@ def test_one_huge_token_does_not_stall_the_worker(config_factory, blob):
     result = mem.compact(sid)
     took = time.monotonic() - started
     assert result is not None and result.trimmed >= 1
-    assert took < 20, f"append + compaction of a 1 MB token took {took:.1f}s"
+    assert took < 120, f"append + compaction of a 1 MB token took {took:.1f}s"  # quadratic: ~30 min
     mem.close()

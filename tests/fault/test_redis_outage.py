@@ -62,7 +62,7 @@ def test_unavailable_at_start_is_a_clear_error_not_a_hang(tmp_path, fault_config
     msg = str(err.value)
     assert "\n" not in msg and "hunter2" not in msg
     assert f"cannot reach Redis at redis://app:***@127.0.0.1:{port}/0" in msg
-    assert took < 0.5 * 3 + 2, f"took {took:.1f}s"
+    assert took < 0.5 * 3 + 10, f"took {took:.1f}s"  # bounded by the timeouts, never a hang
     result = CliRunner().invoke(cli, ["--config", str(path), "session", "list"])
     assert result.exit_code == BackendUnavailableError.exit_code
     assert result.output.startswith("Error: cannot reach Redis") and "Traceback" not in result.output
