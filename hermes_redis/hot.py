@@ -30,7 +30,6 @@ LUA_DIR = Path(__file__).with_name("lua")
 log = logging.getLogger(__name__)
 
 DEDUPE_WINDOW = 64  # newest entries a retried append searches (append.lua: LRANGE -64 -1)
-COUNTER_FIELDS = ("total_tokens", "message_count", "summary_seq", "last_seq", "flushed_seq")
 
 
 def new_meta(user_id: str, title: str, now: float) -> Meta:
@@ -136,17 +135,27 @@ class HotStore(ABC):
         return self.page(sid, 0, sys.maxsize)
 
     def tail(self, sid: str, page_size: int = 64) -> Iterator[Message]:
-        """Newest first, paging backwards, so callers read only what they use."""
+        """Newest first, paging backwards; an entry is decoded only when the caller reaches
+        it, so a reader that stops early (``context()``) pays for what it uses."""
         skip, newest = 0, sys.maxsize
         while True:
-            page = self.page(sid, skip, page_size)
-            for m in reversed(page):
-                if m.seq < newest:  # appends between pages shift the window: skip repeats
+            entries = self._entries(sid, skip, page_size)
+            for entry in reversed(entries):
+                m = self._entry(sid, entry)
+                if m is not None and m.seq < newest:  # appends between pages shift the window
                     newest = m.seq
                     yield m
-            if len(page) < page_size:
+            if len(entries) < page_size:
                 return
             skip += page_size
+
+    def _entries(self, sid: str, skip: int, count: int) -> list[Any]:
+        """The stored entries ``page`` would return, not yet decoded."""
+        return self.page(sid, skip, count)
+
+    def _entry(self, sid: str, entry: Any) -> Message | None:
+        """One stored entry as a Message; None when it cannot be read."""
+        return entry
 
     def ping(self) -> None:  # noqa: B027 - optional hook, nothing to check in-process
         """Raise BackendUnavailableError when the store cannot be reached."""
@@ -476,37 +485,22 @@ class RedisHot(HotStore):
         return [_meta(raw) for raw in self._call(run)] if sids else []
 
     def page(self, sid: str, skip: int, count: int) -> list[Message]:
+        decoded = (self._entry(sid, entry) for entry in self._entries(sid, skip, count))
+        return [m for m in decoded if m is not None]
+
+    def _entries(self, sid: str, skip: int, count: int) -> list[Any]:
         if count <= 0:
             return []
         end = -1 - skip
-        raw = self._call(lambda: self.client.lrange(self.list_key(sid), end - count + 1, end))
-        return self._decode(sid, raw)
-
-    def tail(self, sid: str, page_size: int = 64) -> Iterator[Message]:
-        """Newest first, paging backwards; an entry is decoded only when the caller reaches
-        it, so a reader that stops early (``context()``) pays for what it uses."""
         key = self.list_key(sid)
-        skip, newest = 0, sys.maxsize
-        while True:
-            end = -1 - skip
-            raw = self._call(partial(self.client.lrange, key, end - page_size + 1, end))
-            for item in reversed(raw):
-                for m in self._decode(sid, [item]):
-                    if m.seq < newest:  # appends between pages shift the window: skip repeats
-                        newest = m.seq
-                        yield m
-            if len(raw) < page_size:
-                return
-            skip += page_size
+        return list(self._call(partial(self.client.lrange, key, end - count + 1, end)))
 
-    def _decode(self, sid: str, raw: list[bytes]) -> list[Message]:
-        out: list[Message] = []
-        for item in raw:
-            try:
-                out.append(Message.unpack(sid, item))
-            except Exception as err:  # a corrupted entry must never break a read
-                log.error("session %s: skipping corrupted hot entry %r: %s", sid, item[:24], err)
-        return out
+    def _entry(self, sid: str, entry: Any) -> Message | None:
+        try:
+            return Message.unpack(sid, entry)
+        except Exception as err:  # a corrupted entry must never break a read
+            log.error("session %s: skipping corrupted hot entry %r: %s", sid, entry[:24], err)
+            return None
 
     def length(self, sid: str) -> int:
         return int(self._call(lambda: self.client.llen(self.list_key(sid))))
