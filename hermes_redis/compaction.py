@@ -132,16 +132,21 @@ class Maintainer:
             if meta is None or not meta["summary"] or min(seqs, default=upto + 1) > upto:
                 return
             gone = self.archive.tombstoned(sid)
-            by_seq = {m.seq: m for m in self.archive.messages(sid, upto_seq=upto)}
-            for m in self.hot.messages(sid):
-                if m.seq <= upto:
-                    by_seq.setdefault(m.seq, m)
-            remaining = [by_seq[s] for s in sorted(by_seq) if by_seq[s].message_id not in gone]
+            remaining = [m for m in self.history(sid, upto) if m.message_id not in gone]
             summary = self.summarizer.summarize(
                 "", remaining, self.config.session.compression.summary_max_tokens)
             if self.hot.compact(sid, upto, summary, upto, meta) != -2:
                 self.sync_summary(sid)
                 return
+
+    def history(self, sid: str, upto_seq: int | None = None) -> list[Message]:
+        """Archived and hot messages in seq order, each once (a message being flushed is
+        in both tiers)."""
+        by_seq = {m.seq: m for m in self.archive.messages(sid, upto_seq=upto_seq)}
+        for m in self.hot.messages(sid):
+            if upto_seq is None or m.seq <= upto_seq:
+                by_seq.setdefault(m.seq, m)
+        return [by_seq[s] for s in sorted(by_seq)]
 
     def sync_summary(self, sid: str, wrote: tuple[str, int] | None = None) -> None:
         """Give the archive the hot tier's summary. Every writer re-reads after writing, so

@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hermes_redis import config as config_mod
-from hermes_redis.archive import Archive, Forgotten, SearchHit, parse_ts
+from hermes_redis.archive import Archive, Forgotten, SearchHit, parse_ts, snippet
 from hermes_redis.backends import open_hot, rq_dispatcher
-from hermes_redis.compaction import CompactResult, Maintainer, split_turns, sweep
+from hermes_redis.compaction import CompactResult, Maintainer, session_row, split_turns, sweep
 from hermes_redis.config import Config
 from hermes_redis.context import build_context
 from hermes_redis.errors import (
@@ -239,14 +239,10 @@ class SessionMemory:
     def messages(self, session_id: str) -> list[Message]:
         """The full history, archived and hot, in seq order."""
         sid = check_session_id(session_id)
-        hot = self.hot.messages(sid) if self.hot.meta(sid) is not None else []
-        archived = self.cold.messages(sid)
-        if not hot and not archived and self.cold.session(sid) is None:
-            self._meta(sid)
-        by_seq = {m.seq: m for m in archived}
-        for m in hot:
-            by_seq.setdefault(m.seq, m)
-        return [by_seq[s] for s in sorted(by_seq)]
+        history = self.maintainer.history(sid)
+        if not history and self.cold.session(sid) is None:
+            self._meta(sid)  # raises for an unknown session
+        return history
 
     def info(self, session_id: str) -> SessionInfo:
         sid = check_session_id(session_id)
@@ -285,8 +281,6 @@ class SessionMemory:
         hits = self.cold.search(query, user_id=user_id, limit=limit)
         seen = {(h.session_id, h.seq) for h in hits}
         words = [w.lower() for w in query.split()]
-        from hermes_redis.archive import snippet
-
         for sid in self.hot.backlog_sessions(time.time()):
             meta = self.hot.meta(sid)
             if meta is None or (user_id is not None and meta["user_id"] != user_id):
@@ -347,7 +341,7 @@ class SessionMemory:
         self.maintainer.flush(sid)
         self.hot.compact(sid, None, "", None)
         meta = self._meta(sid)
-        self.cold.write(_row(sid, meta), [])
+        self.cold.write(session_row(sid, meta), [])
         self.cold.set_summary(sid, "", int(meta["summary_seq"]), force=True)
 
     def archive(self, session_id: str) -> None:
@@ -364,7 +358,7 @@ class SessionMemory:
             raise StateError(f"session {sid} is {meta['status']}; cannot make it {status}")
         self.maintainer.flush(sid)
         self.hot.set_fields(sid, {"status": status})
-        self.cold.write(_row(sid, {**meta, "status": status}), [])
+        self.cold.write(session_row(sid, {**meta, "status": status}), [])
         self.cold.set_status(sid, status)
 
     def delete(self, session_id: str, purge: bool = False) -> None:
@@ -374,7 +368,7 @@ class SessionMemory:
         if self.hot.meta(sid) is not None or row is None or row["status"] != "deleted":
             meta = self._meta(sid)
             self.maintainer.flush(sid)
-            self.cold.write(_row(sid, meta), [])
+            self.cold.write(session_row(sid, meta), [])
             self.cold.set_status(sid, "deleted")
         if purge:
             self.cold.purge(sid)
@@ -395,12 +389,6 @@ def _check_user(user_id: object) -> str:
     if not isinstance(user_id, str) or not user_id or len(user_id) > 128 or not user_id.isprintable():
         raise ValidationError("user_id must be 1-128 printable characters")
     return user_id
-
-
-def _row(sid: str, meta: Meta) -> dict[str, Any]:
-    from hermes_redis.compaction import session_row
-
-    return session_row(sid, meta)
 
 
 def _info(sid: str, meta: Meta, hot_count: int, archived: int, ttl: int | None,
