@@ -17,6 +17,7 @@ from hermes_redis.config import Config
 from hermes_redis.hot import HotStore, Meta
 from hermes_redis.models import Message
 from hermes_redis.summarizers import Summarizer
+from hermes_redis.tokens import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ def split_turns(messages: list[Message]) -> list[list[Message]]:
 
 class Maintainer:
     def __init__(self, config: Config, hot: HotStore, archive: Archive,
-                 summarizer: Summarizer) -> None:
+                 summarizer: Summarizer, tokenizer: Tokenizer) -> None:
         self.config, self.hot, self.archive, self.summarizer = config, hot, archive, summarizer
+        self.tokenizer = tokenizer
 
     @property
     def ttl(self) -> int:
@@ -118,7 +120,7 @@ class Maintainer:
             raced = {m: s for m, s in self.archive.tombstoned(sid).items() if m not in gone}
             if raced:  # a forget landed while this summary was being written
                 self.scrub(sid, list(raced.values()))
-            tokens = self.summarizer_tokens(summary)
+            tokens = self.tokenizer.count(summary) if summary else 0
             return CompactResult(new_seq, trimmed, tokens, len(kept))
         return None
 
@@ -160,11 +162,6 @@ class Maintainer:
                 return
             self.archive.set_summary(sid, now[0], now[1], force=True)
             wrote = now
-
-    def summarizer_tokens(self, summary: str) -> int:
-        tokenizer = getattr(self.summarizer, "tokenizer", None) or getattr(
-            getattr(self.summarizer, "fallback", None), "tokenizer", None)
-        return tokenizer.count(summary) if tokenizer and summary else 0
 
     def _summarize(self, previous: str, folded: list[Message]) -> str:
         c = self.config.session.compression

@@ -51,7 +51,8 @@ class SessionMemory:
         self.tokenizer: Tokenizer = get_tokenizer(self.config.model.encoding)
         self.hot = hot or open_hot(self.config)
         self.cold = archive or Archive(self.config.archive_path)
-        self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer())
+        self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
+                                     self.tokenizer)
         self._enqueue: Callable[[str], None] = (
             rq_dispatcher(self.hot, self.config.redis.queue)
             if isinstance(self.hot, RedisHot) else self._maintain_inline
