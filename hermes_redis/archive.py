@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, 
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
   total_tokens INTEGER DEFAULT 0, message_count INTEGER DEFAULT 0,
   status TEXT DEFAULT 'active', summary TEXT,
-  summary_seq INTEGER DEFAULT 0, last_seq INTEGER DEFAULT 0);
+  summary_seq INTEGER DEFAULT 0, last_seq INTEGER DEFAULT 0, cleared_seq INTEGER DEFAULT 0);
 CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY,
   session_id TEXT REFERENCES sessions(session_id),
   role TEXT NOT NULL, content TEXT NOT NULL, token_count INTEGER, tool_calls JSON,
@@ -113,6 +113,9 @@ class Archive:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             conn.executescript(SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+            if "cleared_seq" not in columns:  # archives written before /clear kept a marker
+                conn.execute("ALTER TABLE sessions ADD COLUMN cleared_seq INTEGER DEFAULT 0")
         except sqlite3.Error as err:
             raise self._unavailable(err) from None
         except OSError as err:
@@ -221,17 +224,18 @@ class Archive:
     def _upsert_session(self, conn: sqlite3.Connection, s: dict[str, Any]) -> None:
         conn.execute(
             "INSERT INTO sessions (session_id, user_id, title, created_at, updated_at, status,"
-            " summary, summary_seq, last_seq) VALUES (?,?,?,?,?,?,?,?,?)"
+            " summary, summary_seq, last_seq, cleared_seq) VALUES (?,?,?,?,?,?,?,?,?,?)"
             " ON CONFLICT(session_id) DO UPDATE SET user_id=excluded.user_id,"
             " title=excluded.title, updated_at=max(updated_at, excluded.updated_at),"
             " status=CASE WHEN sessions.status='deleted' THEN 'deleted' ELSE excluded.status END,"
             " summary=CASE WHEN excluded.summary_seq >= sessions.summary_seq"
             "   THEN excluded.summary ELSE sessions.summary END,"
             " summary_seq=max(sessions.summary_seq, excluded.summary_seq),"
-            " last_seq=max(sessions.last_seq, excluded.last_seq)",
+            " last_seq=max(sessions.last_seq, excluded.last_seq),"
+            " cleared_seq=max(sessions.cleared_seq, excluded.cleared_seq)",
             (s["session_id"], s["user_id"], s["title"], _ts(s["created_at"]),
              _ts(s["updated_at"]), s["status"], s.get("summary", ""), s.get("summary_seq", 0),
-             s.get("last_seq", 0)),
+             s.get("last_seq", 0), s.get("cleared_seq", 0)),
         )
 
     def _recount(self, conn: sqlite3.Connection, sid: str) -> None:

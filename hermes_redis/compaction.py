@@ -39,6 +39,7 @@ def session_row(sid: str, meta: Meta) -> dict[str, Any]:
         "summary": meta.get("summary", ""),
         "summary_seq": int(meta.get("summary_seq", "0")),
         "last_seq": int(meta.get("last_seq", "0")),
+        "cleared_seq": int(meta.get("cleared_seq", "0") or 0),
     }
 
 
@@ -141,13 +142,16 @@ class Maintainer:
                 self.sync_summary(sid)
                 return
 
-    def history(self, sid: str, upto_seq: int | None = None) -> list[Message]:
-        """Archived and hot messages in seq order, each once (a message being flushed is
-        in both tiers)."""
-        by_seq = {m.seq: m for m in self.archive.messages(sid, upto_seq=upto_seq)}
-        for m in self.hot.messages(sid):
-            if upto_seq is None or m.seq <= upto_seq:
-                by_seq.setdefault(m.seq, m)
+    def history(self, sid: str, upto_seq: int | None = None, after_seq: int = 0) -> list[Message]:
+        """Archived and hot messages with ``after_seq < seq <= upto_seq`` in seq order, each
+        once (a message being flushed is in both tiers)."""
+        # The hot tier first: a message trimmed from it meanwhile was archived before the trim,
+        # so the archive read after it has it (the other order could miss it in both).
+        hot = [m for m in self.hot.messages(sid)
+               if m.seq > after_seq and (upto_seq is None or m.seq <= upto_seq)]
+        by_seq = {m.seq: m for m in self.archive.messages(sid, after_seq, upto_seq)}
+        for m in hot:
+            by_seq.setdefault(m.seq, m)
         return [by_seq[s] for s in sorted(by_seq)]
 
     def sync_summary(self, sid: str, wrote: tuple[str, int] | None = None) -> None:

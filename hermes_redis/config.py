@@ -29,6 +29,7 @@ class Compression:
     summary_model: str = "default"
     threshold: float = 0.8
     summary_max_tokens: int = 2000
+    summary_share: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,8 @@ def _check(cfg: Config) -> None:
         (s.ttl >= 0, "memory.session.ttl must be 0 (never expire) or a positive number of seconds"),
         (s.compression.keep_recent >= 1, "memory.session.compression.keep_recent must be at least 1"),
         (0 < s.compression.threshold <= 1, "memory.session.compression.threshold must be in (0, 1]"),
+        (0 < s.compression.summary_share < 1,
+         "memory.session.compression.summary_share must be in (0, 1)"),
         (s.compression.summary_max_tokens >= 50,
          "memory.session.compression.summary_max_tokens must be at least 50"),
         (s.tool_result_max_tokens >= 16, "memory.session.tool_result_max_tokens must be at least 16"),

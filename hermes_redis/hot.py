@@ -45,6 +45,7 @@ def new_meta(user_id: str, title: str, now: float) -> Meta:
         "summary_seq": "0",
         "last_seq": "0",
         "flushed_seq": "0",
+        "cleared_seq": "0",
     }
 
 

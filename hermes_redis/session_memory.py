@@ -183,6 +183,7 @@ class SessionMemory:
             "total_tokens": str(tokens), "message_count": str(count), "status": row["status"],
             "summary": row["summary"] or "", "summary_seq": str(summary_seq),
             "last_seq": str(last), "flushed_seq": str(last),
+            "cleared_seq": str(row.get("cleared_seq") or 0),
         }
         newest = self.cold.newest(sid, summary_seq, self.config.session.max_messages)
         self.hot.hydrate(sid, meta, newest, self.config.session.ttl)
@@ -218,8 +219,31 @@ class SessionMemory:
             memories = []
         if touch:
             self.hot.touch(sid, self.config.session.ttl)
+        compression = self.config.session.compression
         return build_context(self.hot, sid, meta, memories, budget,
-                             self.config.model.context_window, self.tokenizer)
+                             self.config.model.context_window, self.tokenizer,
+                             history=lambda after: self._context_history(sid, after),
+                             threshold=compression.threshold,
+                             summary_share=compression.summary_share)
+
+    def _context_history(self, sid: str, after_seq: int) -> list[Message] | None:
+        """The history after ``after_seq`` as the context shows it: a tool result the archive
+        keeps whole is capped as it was in the hot tier (its token_count is the capped one).
+        None when the archive cannot be read: the hot tier alone still gives a context."""
+        limit = self.config.session.tool_result_max_tokens
+        out = []
+        try:
+            history = self.maintainer.history(sid, after_seq=after_seq)
+        except BackendUnavailableError as err:
+            log.warning("%s; context built from the hot tier alone", err)
+            return None
+        for m in history:
+            if m.role == "tool" and len(m.content) > limit and self.tokenizer.count(m.content) > limit:
+                content = self.tokenizer.cap(m.content, limit, "the archive")
+                m = Message(**{**m.__dict__, "content": content,
+                               "token_count": self.tokenizer.count(content)})
+            out.append(m)
+        return out
 
     def _budget(self, budget: int | None) -> int:
         if budget is None:
@@ -341,6 +365,8 @@ class SessionMemory:
         meta = self._meta(sid)
         self.maintainer.flush(sid)
         self.hot.compact(sid, None, "", None)
+        meta = self._meta(sid)
+        self.hot.set_fields(sid, {"cleared_seq": meta["summary_seq"]})
         meta = self._meta(sid)
         self.cold.write(session_row(sid, meta), [])
         self.cold.set_summary(sid, "", int(meta["summary_seq"]), force=True)

@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from hermes_redis import SessionMemory
 from hermes_redis.errors import NotFoundError, StateError, ValidationError
 
 
@@ -224,3 +225,38 @@ def test_an_append_sent_twice_with_its_own_id_is_stored_once(mem):
     with pytest.raises(ValidationError, match="message_id"):
         mem.append(sid, "user", "x", message_id="not-an-id")
     assert mem.info(sid).message_count == 2
+
+
+def test_whole_session_verbatim_while_it_fits_past_max_messages(config_factory, backend):
+    """The seed's resume rule: max_messages bounds Redis, not what the model sees."""
+    mem = SessionMemory(config_factory(backend, max_messages=6,
+                                       compression={"keep_recent": 2}))
+    sid = mem.create_session()
+    for i in range(30):
+        mem.append(sid, "user", f"question {i}: what about function f{i}?")
+        mem.append(sid, "assistant", f"def f{i}(): return {i}")
+    mem.compact(sid)
+    assert mem.info(sid).summary  # compaction ran: Redis holds only the newest few
+    ctx = mem.context(sid)
+    assert ctx.summary == "" and [m.seq for m in ctx.messages] == list(range(1, 61))
+    assert all(f"def f{i}()" in ctx.messages[2 * i + 1].content for i in range(30))
+    assert ctx.tokens == sum(m.token_count + 4 for m in ctx.messages) <= ctx.budget
+    small = mem.context(sid, budget=300)  # does not fit: summary share + newest turns
+    assert small.summary and small.tokens <= 300 and small.messages[-1].seq == 60
+    mem.clear(sid)  # a clear holds even though everything would fit
+    assert mem.context(sid).messages == ()
+    mem.append(sid, "user", "after the clear")
+    assert [m.content for m in mem.context(sid).messages] == ["after the clear"]
+    mem.close()
+
+
+def test_newest_user_message_is_always_in_and_capped(mem):
+    sid = mem.create_session()
+    mem.append(sid, "user", "an old question " + "filler " * 50)
+    mem.append(sid, "user", "the newest question " + "detail " * 400)
+    mem.append(sid, "assistant", "a long reply " + "text " * 400)
+    for budget in (60, 200, 1000):
+        ctx = mem.context(sid, budget=budget)
+        assert ctx.tokens <= budget
+        assert [m.seq for m in ctx.messages][-2:] == [2, 3]  # the newest turn, whole or capped
+        assert ctx.messages[-2].content.startswith("the newest question")

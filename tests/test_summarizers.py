@@ -94,7 +94,9 @@ def test_configured_chat_summarizer_is_used_for_compaction(config_factory, endpo
     for i in range(4):
         mem.append(sid, "user", f"q{i}")
         mem.append(sid, "assistant", f"a{i}")
-    assert mem.context(sid).summary == "Decisions:\n- use JWT"
+    assert mem.info(sid).summary == "Decisions:\n- use JWT"  # the compaction asked the model
+    ctx = mem.context(sid)  # the whole session fits the default budget: all of it, verbatim
+    assert ctx.summary == "" and [m.content for m in ctx.messages][:2] == ["q0", "a0"]
 
 
 def test_extractive_keeps_versions_whole_names_first_and_skips_code():

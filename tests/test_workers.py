@@ -44,9 +44,13 @@ def test_200_turns_burst_worker_done_criterion(config_factory):
     assert info.backlog == 0 and info.message_count == 400
     assert info.hot_count <= mem.config.session.max_messages  # hybrid keeps the newest turns
     assert info.hot_count == 20  # keep_recent = 10 turns of 2 messages
-    ctx = mem.context(sid)
-    assert ctx.summary and ctx.tokens <= ctx.budget
-    assert "PostgreSQL 16" in ctx.summary and "30 min" in ctx.summary
+    ctx = mem.context(sid)  # 400 short messages fit the default budget: every one, verbatim
+    assert ctx.summary == "" and [m.seq for m in ctx.messages] == list(range(1, 401))
+    assert ctx.tokens <= ctx.budget
+    small = mem.context(sid, budget=2000)  # past the threshold: summary + newest turns
+    assert small.summary and small.tokens <= 2000
+    assert "PostgreSQL 16" in small.summary and "30 min" in small.summary
+    assert small.messages[-1].seq == 400
     before = ctx.as_dict()
     mem.hot.drop(sid)  # the session's Redis keys are gone (TTL, FLUSHDB, a new Redis…)
     after = mem.resume(sid).as_dict()
@@ -62,7 +66,8 @@ def test_compaction_strategies(config_factory, strategy):
     sid = mem.create_session()
     converse(mem, sid, 30)
     info = mem.info(sid)
-    ctx = mem.context(sid)
+    assert len(mem.context(sid).messages) == 60  # the whole session fits the default budget
+    ctx = mem.context(sid, budget=500)  # it does not fit 500 tokens: the strategy's shape
     assert len(mem.cold.messages(sid)) == 60  # nothing leaves the archive
     assert info.hot_count <= 12
     if strategy == "rolling_window":
@@ -70,10 +75,11 @@ def test_compaction_strategies(config_factory, strategy):
     else:
         assert "PostgreSQL 16" in ctx.summary and len(ctx.messages) <= 12
     mem.compact(sid)  # compress now: the strategy's own shape, not just under the caps
-    ctx = mem.context(sid)
+    ctx = mem.context(sid, budget=500)
     kept = {"rolling_window": 12, "summary": 2, "hybrid": 6}[strategy]
     assert len(ctx.messages) == kept
-    assert mem.cold.session(sid)["summary"] == ctx.summary  # stored in both tiers
+    assert mem.cold.session(sid)["summary"] == mem.info(sid).summary  # stored in both tiers
+    assert ctx.summary[:40] == mem.info(sid).summary[:40]  # the context's share of it
 
 
 def test_compaction_never_trims_unarchived(config_factory):

@@ -258,7 +258,9 @@ def test_corrupted_hot_entries_are_reported_and_skipped(seeded, caplog, tmp_path
     mem.flush(sid)
     result = mem.compact(sid)
     assert result is not None and result.trimmed > 0
-    ctx = mem.context(sid)
+    ctx = mem.context(sid)  # the whole session fits the default budget: verbatim
+    assert ctx.summary == "" and ctx.tokens <= ctx.budget and len(ctx.messages) == 13
+    ctx = mem.context(sid, budget=200)  # past the threshold: the summary the compaction wrote
     assert ctx.summary and ctx.tokens <= ctx.budget
     mem.search("PostgreSQL")
     seqs = [m.seq for m in mem.messages(sid)]

@@ -73,7 +73,10 @@ def test_sigkill_workers_20_times(fault_config, tmp_path):
     burst(path, tmp_path / "burst.log")
     totals = audit(mem, acked)
     for sid in sids:
-        ctx = mem.context(sid)
+        ctx = mem.context(sid)  # fits the default budget: the whole session, verbatim
+        assert ctx.summary == "" and ctx.tokens <= ctx.budget
+        assert [m.seq for m in ctx.messages] == list(range(1, mem.info(sid).last_seq + 1))
+        ctx = mem.context(sid, budget=2000)  # past the threshold: the compacted summary
         assert ctx.summary and ctx.tokens <= ctx.budget
         assert mem.hot.length(sid) <= 2 * cfg.session.max_messages
     figures("worker_sigkill", kills=KILLS, kills_mid_job=mid_job, seconds_killing=round(
