@@ -105,6 +105,15 @@ def check_tool_calls(tool_calls: object) -> str:
         raise ValidationError(f"tool_calls cannot be stored as JSON: {err}") from None
 
 
+def check_created_at(value: object) -> float | None:
+    """A message's time, in Unix seconds: a finite number from 1970 to 9999 (or None: now)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 253402300800:
+        raise ValidationError(f"created_at must be Unix seconds (a number from 0), not {value!r}")
+    return round(float(value), 6)
+
+
 def check_refs(refs: object, name: str) -> tuple[str, ...]:
     if refs is None:
         return ()

@@ -30,6 +30,7 @@ from hermes_redis.models import (
     Message,
     SessionInfo,
     check_content,
+    check_created_at,
     check_message_id,
     check_refs,
     check_role,
@@ -95,10 +96,12 @@ class SessionMemory:
 
     def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
                file_refs: Any = None, memory_refs: Any = None,
-               message_id: str | None = None) -> Message:
+               message_id: str | None = None, created_at: float | None = None) -> Message:
         """Store one message with the next seq. Pass your own ``message_id`` (from
         ``new_message_id()``) to make retries safe: an append whose reply was lost and is
-        sent again with the same id returns the stored message instead of a duplicate."""
+        sent again with the same id returns the stored message instead of a duplicate.
+        ``created_at`` (Unix seconds, default now) is for importing a conversation with the
+        times it was said; summaries and recalled excerpts show its date."""
         sid = check_session_id(session_id)
         if message_id is not None:
             check_message_id(message_id)
@@ -106,7 +109,8 @@ class SessionMemory:
         content = check_content(content, self.config.limits.max_content_bytes)
         msg, full_text = self._new_message(sid, role, content, check_tool_calls(tool_calls),
                                            check_refs(file_refs, "file_refs"),
-                                           check_refs(memory_refs, "memory_refs"), message_id)
+                                           check_refs(memory_refs, "memory_refs"), message_id,
+                                           check_created_at(created_at))
         title = self._title(content) if role == "user" and self.config.session.auto_title else ""
         seq, enqueue = self._append(msg, title, full_text, dedupe=message_id is not None)
         if enqueue:
@@ -127,7 +131,8 @@ class SessionMemory:
 
     def _new_message(self, sid: str, role: str, content: str, tool_calls: str,
                      file_refs: tuple[str, ...], memory_refs: tuple[str, ...],
-                     message_id: str | None = None) -> tuple[Message, str]:
+                     message_id: str | None = None,
+                     created_at: float | None = None) -> tuple[Message, str]:
         full_text = ""
         limit = self.config.session.tool_result_max_tokens
         if role == "tool" and self.tokenizer.count(content) > limit:
@@ -136,7 +141,8 @@ class SessionMemory:
             content = self.tokenizer.cap(content, limit, where)
         msg = Message(sid, 0, role, content, self.tokenizer.count(content), tool_calls=tool_calls,
                       file_refs=file_refs, memory_refs=memory_refs,
-                      message_id=message_id or new_message_id())
+                      message_id=message_id or new_message_id(),
+                      created_at=round(time.time(), 6) if created_at is None else created_at)
         return msg, full_text
 
     def _title(self, content: str) -> str:
@@ -205,7 +211,7 @@ class SessionMemory:
 
     # --- reading -----------------------------------------------------------------------------
     def context(self, session_id: str, budget: int | None = None, *,
-                touch: bool = True) -> Context:
+                query: str | None = None, touch: bool = True) -> Context:
         """``touch=False`` reads without renewing the TTL (``info`` observes, it is not activity)."""
         sid = check_session_id(session_id)
         meta = self._meta(sid)

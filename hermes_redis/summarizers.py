@@ -64,6 +64,8 @@ class Summarizer(Protocol):
 
     def summarize(self, previous: str, messages: Sequence[Message], max_tokens: int) -> str: ...
 
+    def shrink(self, summary: str, max_tokens: int) -> str: ...
+
 
 class ExtractiveSummarizer:
     name = "extractive"
@@ -85,6 +87,12 @@ class ExtractiveSummarizer:
                 if section:
                     _add(sections[section], sentence)
         return self._fit(sections, max_tokens)
+
+    def shrink(self, summary: str, max_tokens: int) -> str:
+        """``summary`` within ``max_tokens``: its least informative lines go first."""
+        if self.tokenizer.count(summary) <= max_tokens:
+            return summary
+        return self._fit(parse_summary(summary), max_tokens)
 
     def _fit(self, sections: dict[str, list[str]], max_tokens: int) -> str:
         """Drop the least informative lines (see ``_weight``; oldest first among equals) until
@@ -120,6 +128,9 @@ class ChatSummarizer:
             log.warning("summarizer %s failed (%s); using the offline summarizer", self.name, err)
             return self.fallback.summarize(previous, messages, max_tokens)
         return self.fallback.tokenizer.cap(text.strip(), max_tokens, "the archive")
+
+    def shrink(self, summary: str, max_tokens: int) -> str:
+        return self.fallback.shrink(summary, max_tokens)
 
     def _ask(self, previous: str, messages: Sequence[Message], max_tokens: int) -> str:
         transcript = "\n".join(f"[{m.seq}] {m.role}: {m.content}" for m in messages)
