@@ -39,8 +39,8 @@ from hermes_redis.tokens import MESSAGE_OVERHEAD
 DATASET = Path(os.environ.get("LOCOMO_PATH", ROOT.parent / "shared/datasets/locomo/locomo-dev5.json"))
 BUDGETS = (2000, 8000, None)  # None: the configured default budget
 METHODS = ("newest", "rolling_window", "summary", "hybrid", "hybrid+query", "full")
-STOP = frozenset("a an the of and or to in on at for is was were with by it its that this as be "
-                 "her his their she he they".split())
+_STOP = "a an the of and or to in on at for is was were with by it its that this as be her his their she he"
+STOP = frozenset(_STOP.split())
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,8 @@ def evaluate(convs: list[Conversation], workdir: Path) -> tuple[dict[tuple[str, 
     return scores, default_budget
 
 
-def _contexts(method: str, conv: Conversation, workdir: Path) -> Iterator[tuple[str, int, Sent, int, Question]]:
+def _contexts(method: str, conv: Conversation,
+              workdir: Path) -> Iterator[tuple[str, int, Sent, int, Question]]:
     if method in ("newest", "full"):
         mem = open_memory(None, workdir, backend="memory")
         try:

@@ -7,6 +7,8 @@ WAL mode and a busy timeout let workers, the CLI and agents use one file at once
 
 from __future__ import annotations
 
+import calendar
+import itertools
 import json
 import os
 import re
@@ -44,7 +46,12 @@ CREATE TABLE IF NOT EXISTS memories (memory_id TEXT PRIMARY KEY, user_id TEXT NO
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
 CREATE INDEX IF NOT EXISTS idx_memories_user ON memories(user_id, created_at);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(body, tokenize='unicode61');
+CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, row);
 """
+# Recall leaves out query terms found in more archived messages than this: their postings
+# would cost more to rank than they say (BM25 weighs them near zero), and with them left
+# out a recall over a million messages costs about what it costs over a thousand.
+RECALL_MAX_POSTINGS = 10_000
 
 # CJK text has no spaces between words; index each character so any substring is a phrase.
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
@@ -63,6 +70,48 @@ def fts_query(query: str) -> str:
         if parts:
             phrases.append('"' + " ".join(parts) + '"*')
     return " AND ".join(phrases)
+
+
+# Words too common to say what a question is about (BM25 would weigh them low anyway, but
+# each would make every message a candidate).
+_STOP_WORDS = """
+a about after again all also am an and any are as at be been before being but by can could
+did do does doing done for from had has have having he her here hers him his how i if in into
+is it its just me more most my no not now of on once only or other our out over own same she
+should so some such than that the their them then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you
+your yours tell know think ever still much many get got go went say said like one way"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
+_WORDS = re.compile(r"[^\W_]+")
+
+
+_SUFFIXES = ("ing", "ed", "es", "s", "ly", "er")
+
+
+def _stem(word: str) -> str:
+    """A crude English stem for a prefix match: "researched" and "researching" both give
+    "research"; the stem keeps at least four letters."""
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def recall_terms(query: str) -> list[str]:
+    """The query's distinctive words as FTS5 terms: a prefix match for words of four letters
+    or more (``paint`` finds "painting"), CJK runs as overlapping character pairs."""
+    terms: list[str] = []
+    for word in _WORDS.findall(query.lower()):
+        chars = _CJK.findall(word)
+        if chars:
+            latin = _CJK.sub(" ", word).split()
+            pairs = [f"{a} {b}" for a, b in itertools.pairwise(chars)] or chars
+            terms += [f'"{p}"' for p in pairs]
+            terms += [f'"{w}"' + ("*" if len(w) >= 4 else "") for w in latin if w not in STOP_WORDS]
+        elif word not in STOP_WORDS and (len(word) > 1 or word.isdigit()):
+            stem = _stem(word)
+            terms.append(f'"{stem}"' + ("*" if len(stem) >= 4 else ""))
+    return list(dict.fromkeys(terms))
 
 
 @dataclass(frozen=True)
@@ -331,6 +380,62 @@ class Archive:
             args.append(upto_seq)
         return [_message(r) for r in self._read(sql + " ORDER BY seq", args)]
 
+    def first(self, sid: str, after_seq: int, limit: int) -> list[Message]:
+        rows = self._read("SELECT * FROM messages WHERE session_id=? AND seq>? ORDER BY seq"
+                          " LIMIT ?", (sid, after_seq, limit))
+        return [_message(r) for r in rows]
+
+    def before(self, sid: str, before_seq: int, after_seq: int, limit: int) -> Iterator[Message]:
+        """Up to ``limit`` messages with after_seq < seq < before_seq, newest first; read at
+        once, each decoded only when the caller reaches it."""
+        rows = self._read("SELECT * FROM messages WHERE session_id=? AND seq<? AND seq>?"
+                          " ORDER BY seq DESC LIMIT ?", (sid, before_seq, after_seq, limit))
+        return map(_message, rows)
+
+    def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
+               limit: int) -> Iterator[Message]:
+        """The session's messages in after_seq < seq < before_seq that share words with
+        ``query``, best BM25 rank first (any word may match; CJK by character pairs), each
+        followed by the message after it (the reply that usually holds the answer)."""
+        terms = self._rare(recall_terms(query))
+        if not terms:
+            return iter(())
+        rows = self._read(
+            "SELECT m.* FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
+            " WHERE messages_fts MATCH ? AND m.session_id=? AND m.seq>? AND m.seq<?"
+            " ORDER BY bm25(messages_fts) LIMIT ?",
+            (" OR ".join(terms), sid, after_seq, before_seq, limit))
+        wanted = sorted({r["seq"] + 1 for r in rows if r["seq"] + 1 < before_seq})
+        replies: dict[int, dict[str, Any]] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            found = self._read(f"SELECT * FROM messages WHERE session_id=? AND seq IN"
+                               f" ({','.join('?' * len(chunk))})", [sid, *chunk])
+            replies.update({r["seq"]: r for r in found})
+        return _with_replies(rows, replies)
+
+    def _rare(self, terms: list[str]) -> list[str]:
+        """``terms`` less those in more than RECALL_MAX_POSTINGS messages (the rarest one is
+        kept when every term is common). A phrase costs the postings of all its words."""
+        if not terms:
+            return []
+        postings = {t: self._postings(t) for t in terms}
+        rare = [t for t in terms if postings[t] <= RECALL_MAX_POSTINGS]
+        return rare or [min(terms, key=postings.__getitem__)]
+
+    def _postings(self, term: str) -> int:
+        prefix = term.endswith("*")
+        total = 0
+        for word in term.strip('"*').split():
+            if prefix:
+                row = self._read("SELECT coalesce(sum(doc), 0) AS n FROM messages_vocab"
+                                 " WHERE term >= ? AND term < ?", (word, word + "\U0010ffff"))
+            else:
+                row = self._read("SELECT coalesce(sum(doc), 0) AS n FROM messages_vocab"
+                                 " WHERE term = ?", (word,))
+            total += int(row[0]["n"])
+        return total
+
     def newest(self, sid: str, after_seq: int, limit: int) -> list[Message]:
         rows = self._read("SELECT * FROM messages WHERE session_id=? AND seq>? ORDER BY seq DESC"
                           " LIMIT ?", (sid, after_seq, limit))
@@ -407,14 +512,18 @@ def _ts(value: float | str) -> str:
 
 
 def parse_ts(value: str | float | None) -> float:
+    """Unix seconds from what ``_ts`` (or CURRENT_TIMESTAMP) wrote: 'YYYY-MM-DD HH:MM:SS[.ffffff]'."""
     if value is None:
         return 0.0
     if isinstance(value, int | float):
         return float(value)
     base, _, frac = value.partition(".")
-    import calendar
-
-    seconds = calendar.timegm(time.strptime(base, "%Y-%m-%d %H:%M:%S"))
+    try:  # sliced by hand: time.strptime costs ~30 µs a row, and a context reads hundreds
+        fields = (int(base[0:4]), int(base[5:7]), int(base[8:10]), int(base[11:13]),
+                  int(base[14:16]), int(base[17:19]))
+    except ValueError:
+        fields = time.strptime(base, "%Y-%m-%d %H:%M:%S")[:6]
+    seconds = calendar.timegm((*fields, 0, 0, 0))
     return round(seconds + (int(frac.ljust(6, "0")[:6]) / 1_000_000 if frac else 0.0), 6)
 
 
@@ -427,7 +536,22 @@ def _message(row: dict[str, Any]) -> Message:
         token_count=row["token_count"] or 0,
         message_id=row["message_id"],
         tool_calls=row["tool_calls"] or "",
-        file_refs=tuple(json.loads(row["file_refs"] or "[]")),
-        memory_refs=tuple(json.loads(row["memory_refs"] or "[]")),
+        file_refs=_refs(row["file_refs"]),
+        memory_refs=_refs(row["memory_refs"]),
         created_at=parse_ts(row["created_at"]),
     )
+
+
+def _with_replies(rows: list[dict[str, Any]],
+                  replies: dict[int, dict[str, Any]]) -> Iterator[Message]:
+    """Each hit then its reply, each message once, decoded as the caller reaches it."""
+    seen: set[int] = set()
+    for row in rows:
+        for r in (row, replies.get(row["seq"] + 1)):
+            if r is not None and r["seq"] not in seen:
+                seen.add(r["seq"])
+                yield _message(r)
+
+
+def _refs(text: str | None) -> tuple[str, ...]:
+    return () if not text or text == "[]" else tuple(json.loads(text))

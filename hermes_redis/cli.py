@@ -20,10 +20,18 @@ from hermes_redis import __version__, embedded
 from hermes_redis import config as config_mod
 from hermes_redis.config import Config
 from hermes_redis.errors import ConfigError, HermesError
-from hermes_redis.models import Context, Message, SessionInfo, memories_text, summary_text
+from hermes_redis.models import (
+    Context,
+    Message,
+    SessionInfo,
+    memories_text,
+    recalled_text,
+    summary_text,
+)
 from hermes_redis.render import (
     clean,
     clean_block,
+    context_shape,
     full_stamp,
     plural,
     report_lines,
@@ -193,12 +201,19 @@ def _list_entry(info: SessionInfo) -> dict[str, Any]:
 @session.command()
 @click.argument("session_id", required=False)
 @user_option
+@click.option("--query", "-q", default=None,
+              help="Recall the older messages most relevant to this (default: the newest user "
+                   "message; '' for none).")
+@click.option("--budget", type=click.IntRange(min=1), default=None,
+              help="Tokens the context may use (default: the model's window less the reply).")
 @json_option
 @pass_state
-def resume(state: State, session_id: str | None, user_id: str | None, as_json: bool) -> None:
+def resume(state: State, session_id: str | None, user_id: str | None, query: str | None,
+           budget: int | None, as_json: bool) -> None:
     """The context that would be injected now (the latest active session without an id)."""
     mem = state.mem()
-    ctx = mem.resume(state.sid(session_id) if session_id else None, user_id=user_id)
+    ctx = mem.resume(state.sid(session_id) if session_id else None, user_id=user_id,
+                     budget=budget, query=query)
     if as_json:
         emit_json({**ctx.as_dict(), "chat": ctx.as_chat()})
         return
@@ -209,14 +224,16 @@ def _context_text(mem: SessionMemory, ctx: Context) -> str:
     info = mem.info(ctx.session_id)
     head = [
         f"Session {ctx.session_id} · {clean(info.title) or '(untitled)'} · user {clean(info.user_id)}",
-        f"Token usage: {usage_line(ctx.tokens, ctx.window)}, "
-        f"{len(ctx.messages)} messages from seq {ctx.first_seq}",
+        f"Token usage: {usage_line(ctx.tokens, ctx.window)}; {context_shape(ctx)}",
     ]
     blocks = ["\n".join(head)]
     if ctx.memories:
         blocks.append("[system] " + clean_block(memories_text(ctx.memories)))
+    blocks.extend(f"[{m.role} #{m.seq}] {clean_block(m.content)}" for m in ctx.opening)
     if ctx.summary:
         blocks.append("[system] " + clean_block(summary_text(ctx.summary)))
+    if ctx.recalled:
+        blocks.append("[system] " + clean_block(recalled_text(ctx.recalled)))
     blocks.extend(f"[{m.role} #{m.seq}] {clean_block(m.content)}" for m in ctx.messages)
     if not ctx.memories and not ctx.summary and not ctx.messages:
         blocks.append("(empty: nothing would be injected)")

@@ -30,6 +30,9 @@ class Compression:
     threshold: float = 0.8
     summary_max_tokens: int = 2000
     summary_share: float = 0.25
+    keep_first: int = 1
+    recall: bool = True
+    recall_share: float = 0.4
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,12 @@ def _check(cfg: Config) -> None:
         (0 < s.compression.threshold <= 1, "memory.session.compression.threshold must be in (0, 1]"),
         (0 < s.compression.summary_share < 1,
          "memory.session.compression.summary_share must be in (0, 1)"),
+        (0 <= s.compression.recall_share < 1,
+         "memory.session.compression.recall_share must be in [0, 1)"),
+        (s.compression.summary_share + s.compression.recall_share < 1,
+         "memory.session.compression.summary_share + recall_share must be below 1 "
+         "(the newest turns need the rest)"),
+        (s.compression.keep_first >= 0, "memory.session.compression.keep_first must be 0 or more"),
         (s.compression.summary_max_tokens >= 50,
          "memory.session.compression.summary_max_tokens must be at least 50"),
         (s.tool_result_max_tokens >= 16, "memory.session.tool_result_max_tokens must be at least 16"),

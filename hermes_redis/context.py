@@ -3,44 +3,136 @@
 The seed's resume rule (invariant 6): while every message since the last clear fits in
 ``compression.threshold`` × the budget, the context *is* that history, verbatim, with the
 older part read from the archive (``max_messages`` bounds what Redis keeps, not what the
-model sees). Past that: relevant memories (their share), the summary (its share), and the
-newest turns that fit, read from the hot list backwards page by page; the newest user
-message is always in, capped if it alone is too big. Either way the cost grows with the
-budget, never with the length of the history.
+model sees). Past that, in this order of claim on the budget:
+
+1. persistent memories, at most a quarter;
+2. the opening turns (``keep_first``), at most a tenth;
+3. the newest turn, always, its big messages capped if it alone is too big;
+4. the summary of everything older than the verbatim turns, at most ``summary_share``
+   (a budget smaller than the workers compacted for folds the turns between the stored
+   summary and the first verbatim turn in, offline, and shrinks the result evenly);
+5. messages recalled for the query (by default the newest user message) from the archive
+   by full-text rank, at most ``recall_share`` plus what the summary left;
+6. the newest turns that fit in the rest, read from the hot list and then the archive.
+
+Cost grows with the budget, never with the length of the history, apart from the ranked
+archive lookup of step 5.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import Protocol
 
+from hermes_redis.config import Compression
 from hermes_redis.hot import HotStore, Meta
-from hermes_redis.models import Context, Message, memories_text, summary_text
+from hermes_redis.models import Context, Message, memories_text, recalled_text, summary_text
+from hermes_redis.summarizers import Summarizer
 from hermes_redis.tokens import MESSAGE_OVERHEAD, Tokenizer
 
-# every message with seq > the argument, in seq order; None when the archive cannot be read
-History = Callable[[int], list[Message] | None]
+OPENING_SHARE = 10  # keep_first turns take at most 1/10 of the budget
+MEMORY_SHARE = 4  # persistent memories take at most 1/4
+EXCERPT_MAX_TOKENS = 300  # one recalled message, capped
+FOLD_MAX_MESSAGES = 256  # unsummarized turns folded in at read time, at most
+
+
+class History(Protocol):
+    """The older conversation as ``context()`` reads it; each method returns None when the
+    archive cannot be read (the hot tier alone still gives a context)."""
+
+    def since(self, after_seq: int) -> list[Message] | None:
+        """Every message with seq > ``after_seq``, in seq order."""
+
+    def first(self, after_seq: int, limit: int) -> list[Message] | None:
+        """The oldest ``limit`` messages with seq > ``after_seq``, in seq order."""
+
+    def before(self, before_seq: int, after_seq: int, limit: int) -> Iterator[Message] | None:
+        """Up to ``limit`` messages with ``after_seq`` < seq < ``before_seq``, newest first."""
+
+    def recall(self, query: str, after_seq: int, before_seq: int,
+               limit: int) -> Iterator[Message] | None:
+        """Messages in that seq range that match ``query``, best first (each followed by the
+        message after it)."""
+
+
+def _cost(messages: Sequence[Message]) -> int:
+    return sum(m.token_count + MESSAGE_OVERHEAD for m in messages)
 
 
 def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], budget: int,
                   window: int, tokenizer: Tokenizer, *, history: History | None = None,
-                  threshold: float = 1.0, summary_share: float = 0.25) -> Context:
+                  compression: Compression | None = None, folds: SummaryFolds | None = None,
+                  query: str | None = None) -> Context:
+    c = compression or Compression()
     kept_memories, used = _fit_memories(memories, budget, tokenizer)
-    whole = _whole(meta, history, budget, used, threshold)
+    start = int(meta.get("cleared_seq", "0") or 0)
+    whole = _whole(meta, history, budget, used, c.threshold)
     if whole is not None:
-        cost = sum(m.token_count + MESSAGE_OVERHEAD for m in whole)
         first = whole[0].seq if whole else int(meta.get("last_seq", "0") or 0) + 1
-        return Context(sid, tuple(whole), "", tuple(kept_memories), used + cost, budget, window,
-                       first)
-    summary_seq = int(meta.get("summary_seq", "0"))
-    summary, cost = _fit_summary(meta.get("summary", ""), int(budget * summary_share), tokenizer)
-    if used + cost > budget:
-        summary, cost = "", 0
+        return Context(sid, tuple(whole), "", tuple(kept_memories), used + _cost(whole), budget,
+                       window, first)
+    strategy = c.strategy if c.enabled else "rolling_window"
+    opening = _opening(history, start, c.keep_first, budget // OPENING_SHARE, tokenizer)
+    used += _cost(opening)
+    floor = opening[-1].seq if opening else start  # verbatim, summary and recall lie above it
+    summary_seq = int(meta.get("summary_seq", "0") or 0)
+    summary_room = 0 if strategy == "rolling_window" else int(budget * c.summary_share)
+    recall_room = int(budget * c.recall_share) if c.recall and history is not None else 0
+
+    older = _older(hot, sid, meta, history, floor, budget)
+    room = budget - used - recall_room
+    picked, rest = _newest(older, room, budget - used, tokenizer,
+                           turn_only=strategy == "summary")
+    reaches_floor = not rest.more or (picked and picked[0].seq <= floor + 1)
+    if strategy == "hybrid" and not reaches_floor:  # leave the summary its share
+        older_turns = _turn_start(picked)
+        while older_turns > 0 and _cost(picked) > room - summary_room:
+            rest.push(picked.pop(0))
+            older_turns -= 1
+        while older_turns > 0 and picked[0].role == "tool":
+            rest.push(picked.pop(0))
+            older_turns -= 1
+    if strategy == "summary":
+        summary_room = budget - used - _cost(picked) - recall_room
+    used += _cost(picked)
+    shown = picked[0].seq if picked else int(meta.get("last_seq", "0") or 0) + 1
+
+    summary, cost = "", 0
+    if strategy != "rolling_window" and summary_room > 0 and shown > floor + 1:
+        summary, cost = _summary(sid, meta.get("summary", ""), summary_seq, rest, shown, floor,
+                                 min(summary_room, budget - used), folds, c, tokenizer)
     used += cost
-    picked = _newest(hot, sid, meta, summary_seq, budget - used, tokenizer)
-    used += sum(m.token_count + MESSAGE_OVERHEAD for m in picked)
-    first = picked[0].seq if picked else summary_seq + 1
-    return Context(sid, tuple(picked), summary, tuple(kept_memories), used, budget, window, first)
+
+    recalled: list[Message] = []
+    if recall_room and history is not None and shown > floor + 1:
+        q = query if query is not None else next(
+            (m.content for m in reversed(picked) if m.role == "user"), "")
+        room_r = min(budget - used, recall_room + max(0, summary_room - cost))
+        recalled, cost = _recall(history, q, floor, shown, room_r, tokenizer)
+        used += cost
+    if strategy != "summary":  # what the shares left: older verbatim turns
+        taken = {m.seq for m in recalled}
+        for m in rest:
+            if m.seq in taken or used + m.token_count + MESSAGE_OVERHEAD > budget:
+                break
+            picked.insert(0, m)
+            used += m.token_count + MESSAGE_OVERHEAD
+        while len(picked) > 1 and picked[0].role == "tool":
+            used -= picked.pop(0).token_count + MESSAGE_OVERHEAD
+        shown = picked[0].seq if picked else shown
+    return Context(sid, tuple(picked), summary, tuple(kept_memories), used, budget, window, shown,
+                   opening=tuple(opening), recalled=tuple(recalled))
+
+
+def _turn_start(picked: list[Message]) -> int:
+    """Index of the newest user message in ``picked`` (the newest turn starts there)."""
+    for i in range(len(picked) - 1, -1, -1):
+        if picked[i].role == "user":
+            return i
+    return 0
 
 
 def _whole(meta: Meta, history: History | None, budget: int, used: int,
@@ -53,53 +145,209 @@ def _whole(meta: Meta, history: History | None, budget: int, used: int,
     count = int(meta.get("message_count", "0") or 0)
     if int(meta.get("total_tokens", "0") or 0) + count * MESSAGE_OVERHEAD > room:
         return None
-    messages = history(int(meta.get("cleared_seq", "0") or 0))
-    if messages is None or sum(m.token_count + MESSAGE_OVERHEAD for m in messages) > room:
+    messages = history.since(int(meta.get("cleared_seq", "0") or 0))
+    if messages is None or _cost(messages) > room:
         return None
     return messages
 
 
-def _fit_summary(summary: str, room: int, tokenizer: Tokenizer) -> tuple[str, int]:
-    """The summary within its share of the budget (capped and re-counted), and its cost."""
-    if not summary:
-        return "", 0
-    room -= MESSAGE_OVERHEAD + tokenizer.count(summary_text(""))
-    if room <= 16:
-        return "", 0
-    if tokenizer.count(summary) > room:
-        summary = tokenizer.cap(summary, room, "the archive")
-    return (summary, tokenizer.count_message(summary_text(summary))) if summary else ("", 0)
+def _opening(history: History | None, start: int, turns: int, room: int,
+             tokenizer: Tokenizer) -> list[Message]:
+    """The first ``turns`` turns after the last clear, verbatim, within ``room`` (capped)."""
+    if history is None or turns <= 0 or room <= 0:
+        return []
+    first = history.first(start, 16 * turns)
+    if not first:
+        return []
+    out: list[Message] = []
+    users = 0
+    for m in first:
+        if m.role == "user":
+            users += 1
+            if users > turns:
+                break
+        out.append(m)
+    return out if _cost(out) <= room else _fit_turn(out, room, tokenizer)
 
 
-def _newest(hot: HotStore, sid: str, meta: Meta, summary_seq: int, room: int,
-            tokenizer: Tokenizer) -> list[Message]:
-    """The newest messages after the summary that fit ``room``, oldest first. The newest turn
-    (from the newest user message on) is always in, its big messages capped to fit."""
+class _Older:
+    """The session newest first: the hot list, then the archive below what it holds.
+    Messages put back with ``push`` come out again first."""
+
+    def __init__(self, messages: Iterator[Message]) -> None:
+        self._it = messages
+        self._back: list[Message] = []
+        self.more = True
+
+    def __iter__(self) -> _Older:
+        return self
+
+    def __next__(self) -> Message:
+        if self._back:
+            return self._back.pop()
+        try:
+            return next(self._it)
+        except StopIteration:
+            self.more = False
+            raise
+
+    def push(self, m: Message) -> None:
+        self._back.append(m)
+        self.more = True
+
+
+def _older(hot: HotStore, sid: str, meta: Meta, history: History | None, floor: int,
+           budget: int) -> _Older:
+    def gen() -> Iterator[Message]:
+        low = None
+        for m in hot.tail(sid, page_size=_page_size(budget, meta)):
+            if m.seq <= floor:
+                return
+            low = m.seq
+            yield m
+        if history is None:
+            return
+        low = low if low is not None else int(meta.get("last_seq", "0") or 0) + 1
+        page = _page_size(budget, meta) // 2
+        while low > floor + 1:
+            got = history.before(low, floor, page)
+            if got is None:
+                return
+            n = 0
+            for m in got:
+                n += 1
+                low = m.seq
+                yield m
+            if n < page:
+                return
+            page = min(1024, page * 2)
+
+    return _Older(gen())
+
+
+def _newest(older: _Older, room: int, turn_room: int, tokenizer: Tokenizer,
+            turn_only: bool = False) -> tuple[list[Message], _Older]:
+    """The newest messages that fit ``room``, oldest first (only the newest turn when
+    ``turn_only``). The newest turn (from the newest user message on) is always in: when it
+    does not fit ``room`` it takes up to ``turn_room``, its big messages capped to fit; a
+    leading tool result without its call is put back."""
     picked: list[Message] = []  # newest first while reading
     used = 0
-    tail = iter(hot.tail(sid, page_size=_page_size(room, meta)))
-    for m in tail:
-        if m.seq <= summary_seq:
-            break
+    for m in older:
         cost = m.token_count + MESSAGE_OVERHEAD
-        if used + cost > room:
-            if not any(p.role == "user" for p in picked):  # the newest turn does not fit
-                turn = [*picked, m]
-                for older in tail if m.role != "user" else ():
-                    if older.seq <= summary_seq:
-                        break
-                    turn.append(older)
-                    if older.role == "user":
-                        break
-                if turn[-1].role == "user":
-                    return _fit_turn(turn[::-1], room, tokenizer)
+        has_user = any(p.role == "user" for p in picked)
+        if has_user and (turn_only or used + cost > room):
+            older.push(m)
             break
+        if used + cost > room:  # the newest turn does not fit: cap its big messages
+            turn = [*picked, m]
+            for o in older if m.role != "user" else ():
+                turn.append(o)
+                if o.role == "user" or len(turn) >= 256:
+                    break
+            turn.reverse()
+            if _cost(turn) <= turn_room:
+                return turn, older
+            return _fit_turn(turn, turn_room, tokenizer), older
         picked.append(m)
         used += cost
     picked.reverse()
     while picked and picked[0].role == "tool":  # a tool result without its call confuses models
-        picked.pop(0)
-    return picked
+        older.push(picked.pop(0))
+    return picked, older
+
+
+class SummaryFolds:
+    """Read-time folds of the turns between a session's stored summary and its first verbatim
+    turn (the ones the workers have not summarized yet), kept per session so that a read folds
+    only the turns that are new since the last one. A fold is reused only while the stored
+    summary is the same and the turns it folded are still there, in the same order (a forget
+    invalidates it: invariant 4). At most ``size`` sessions are kept, least recent out first.
+    Offline: ``summarizer`` is the extractive one, so a read never waits on the network."""
+
+    def __init__(self, summarizer: Summarizer, size: int = 256) -> None:
+        self.summarizer, self.size = summarizer, size
+        self._folds: OrderedDict[str, tuple[str, int, tuple[str, ...], str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def fold(self, sid: str, stored: str, base: int, gap: list[Message], max_tokens: int) -> str:
+        """``stored`` (covering seq <= ``base``) with ``gap`` (in seq order) folded in."""
+        ids = tuple(m.message_id for m in gap)
+        with self._lock:
+            hit = self._folds.get(sid)
+        if hit is not None and hit[:2] == (stored, base) and ids[: len(hit[2])] == hit[2]:
+            new, text = gap[len(hit[2]):], hit[3]
+        else:
+            new, text = gap, stored
+        if new:
+            text = self.summarizer.summarize(text, new, max_tokens)
+        with self._lock:
+            self._folds[sid] = (stored, base, ids, text)
+            self._folds.move_to_end(sid)
+            while len(self._folds) > self.size:
+                self._folds.popitem(last=False)
+        return text
+
+
+def _summary(sid: str, stored: str, summary_seq: int, rest: _Older, shown: int, floor: int,
+             room: int, folds: SummaryFolds | None, c: Compression,
+             tokenizer: Tokenizer) -> tuple[str, int]:
+    """The summary of everything between the opening and the first verbatim message: the
+    stored one, plus (offline) the turns it does not cover yet, shrunk evenly to ``room``.
+    Those turns are folded in only while they are at most ``FOLD_MAX_MESSAGES`` (the workers
+    keep them few); with the workers far behind, the stored summary alone is sent."""
+    room -= MESSAGE_OVERHEAD + tokenizer.count(summary_text(""))
+    if room <= 16:
+        return "", 0
+    text = stored
+    base = max(summary_seq, floor)
+    if folds is not None and 0 < shown - 1 - base <= FOLD_MAX_MESSAGES and c.summarize_older:
+        gap: list[Message] = []  # newest first
+        for m in rest:
+            if m.seq <= base:
+                rest.push(m)
+                break
+            gap.append(m)
+        for m in reversed(gap):  # read again by whoever comes next, newest first
+            rest.push(m)
+        gap = [m for m in reversed(gap) if m.seq < shown]
+        if gap:
+            text = folds.fold(sid, stored, base, gap, c.summary_max_tokens)
+    if not text:
+        return "", 0
+    if tokenizer.count(text) > room:
+        text = folds.summarizer.shrink(text, room) if folds is not None else \
+            tokenizer.cap(text, room, "the archive")
+    return (text, tokenizer.count_message(summary_text(text))) if text else ("", 0)
+
+
+def _recall(history: History, query: str, floor: int, shown: int, room: int,
+            tokenizer: Tokenizer) -> tuple[list[Message], int]:
+    """The best-ranked older messages for ``query`` that fit ``room``, in seq order."""
+    room -= MESSAGE_OVERHEAD + tokenizer.count(recalled_text(()))
+    if room <= 16 or not query.strip():
+        return [], 0
+    hits = history.recall(query, floor, shown, max(16, min(256, room // 32))) or iter(())
+    cap = max(24, min(EXCERPT_MAX_TOKENS, room // 3))
+    picked: list[Message] = []
+    used = misses = 0
+    for m in hits:
+        m = _capped(m, cap + MESSAGE_OVERHEAD, tokenizer) or m
+        cost = m.token_count + 12  # the line's date, role and separators
+        if used + cost > room:
+            misses += 1
+            if misses >= 8 or room - used < 24:  # full enough: the rest is not decoded
+                break
+            continue
+        picked.append(m)
+        used += cost
+    picked.sort(key=lambda m: m.seq)
+    while picked:
+        total = tokenizer.count_message(recalled_text(picked))
+        if total <= room + MESSAGE_OVERHEAD + tokenizer.count(recalled_text(())):
+            return picked, total
+        picked.pop(max(range(len(picked)), key=lambda i: picked[i].token_count))
+    return [], 0
 
 
 def _fit_turn(turn: list[Message], room: int, tokenizer: Tokenizer) -> list[Message]:
@@ -145,7 +393,8 @@ def _fit_memories(memories: Sequence[str], budget: int, tokenizer: Tokenizer) ->
     kept: list[str] = []
     for memory in reversed(memories):
         trial = [memory, *kept]
-        if tokenizer.count_message(memories_text(trial)) > budget // 4:
+        if tokenizer.count_message(memories_text(trial)) > budget // MEMORY_SHARE:
             break
         kept = trial
     return kept, tokenizer.count_message(memories_text(kept)) if kept else 0
+

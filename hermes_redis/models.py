@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -223,7 +224,9 @@ class SessionInfo:
 
 @dataclass(frozen=True)
 class Context:
-    """What goes to the model: the summary and memories as system messages, then recent turns."""
+    """What goes to the model, in order: memories, the opening turns, the summary, recalled
+    excerpts (system messages apart from the opening), then the newest turns from
+    ``first_seq`` on. ``tokens`` counts all of it and never exceeds ``budget``."""
 
     session_id: str
     messages: tuple[Message, ...]
@@ -233,6 +236,8 @@ class Context:
     budget: int
     window: int
     first_seq: int
+    opening: tuple[Message, ...] = ()
+    recalled: tuple[Message, ...] = ()
 
     @property
     def usage(self) -> float:
@@ -243,8 +248,11 @@ class Context:
         chat: list[dict[str, str]] = []
         if self.memories:
             chat.append({"role": "system", "content": memories_text(self.memories)})
+        chat.extend({"role": m.role, "content": m.content} for m in self.opening)
         if self.summary:
             chat.append({"role": "system", "content": summary_text(self.summary)})
+        if self.recalled:
+            chat.append({"role": "system", "content": recalled_text(self.recalled)})
         chat.extend({"role": m.role, "content": m.content} for m in self.messages)
         return chat
 
@@ -258,6 +266,8 @@ class Context:
             "window": self.window,
             "usage": round(self.usage, 4),
             "first_seq": self.first_seq,
+            "opening": [m.as_dict() for m in self.opening],
+            "recalled": [m.as_dict() for m in self.recalled],
             "messages": [m.as_dict() for m in self.messages],
         }
 
@@ -268,3 +278,21 @@ def summary_text(summary: str) -> str:
 
 def memories_text(memories: tuple[str, ...] | list[str]) -> str:
     return "Things to remember about this user:\n" + "\n".join(f"- {m}" for m in memories)
+
+
+def said_on(created_at: float) -> str:
+    """A message's date as people say it: '8 May 2023' (UTC)."""
+    d = datetime.datetime.fromtimestamp(created_at, datetime.UTC)
+    return f"{d.day} {d:%B %Y}"
+
+
+def recalled_text(messages: tuple[Message, ...] | list[Message]) -> str:
+    """Older messages recalled for the question at hand, in seq order, under their dates."""
+    lines = ["Earlier excerpts from this conversation, recalled as relevant:"]
+    day = ""
+    for m in messages:
+        if said_on(m.created_at) != day:
+            day = said_on(m.created_at)
+            lines.append(f"{day}:")
+        lines.append(f"- {m.role}: {' '.join(m.content.split())}")
+    return "\n".join(lines)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_redis.compaction import split_turns
 from hermes_redis.errors import StateError
-from hermes_redis.models import SessionInfo
+from hermes_redis.models import Context, SessionInfo
 
 if TYPE_CHECKING:
     from hermes_redis.session_memory import SessionMemory
@@ -122,7 +122,7 @@ def usage_warning(share: float, sid: str) -> str | None:
     if share <= WARN_USAGE:
         return None
     return (f"⚠ context is {percent(share)} full: run `hermes-redis session forget {sid[:8]}` "
-            f"or compact (`hermes-redis session compact {sid[:8]}`)")
+            f"to drop turns; older turns are sent summarized and recalled, not whole")
 
 
 def duration(seconds: float) -> str:
@@ -187,6 +187,7 @@ class SessionReport:
     backend: str
     redis_url: str | None
     archive_path: str
+    context: Context | None = None
 
     @property
     def usage(self) -> float | None:
@@ -205,7 +206,10 @@ class SessionReport:
             **self.info.as_dict(),
             "context": None if usage is None else {
                 "tokens": self.context_tokens, "window": self.window, "budget": self.budget,
-                "usage": round(usage, 4),
+                "usage": round(usage, 4), "shape": context_shape(self.context),
+                "first_seq": self.context.first_seq if self.context else None,
+                "opening": [m.seq for m in self.context.opening] if self.context else [],
+                "recalled": [m.seq for m in self.context.recalled] if self.context else [],
             },
             "warning": self.warning,
             "turns": self.turns,
@@ -223,9 +227,11 @@ def session_report(mem: SessionMemory, sid: str) -> SessionReport:
     """Read both tiers for ``sid`` without renewing its TTL."""
     info = mem.info(sid)
     tokens: int | None = None
+    ctx: Context | None = None
     if info.status == "active":
         try:
-            tokens = mem.context(sid, touch=False).tokens
+            ctx = mem.context(sid, touch=False)
+            tokens = ctx.tokens
         except StateError:  # archived or deleted between the two reads
             tokens = None
     turns = split_turns(mem.messages(sid))
@@ -236,7 +242,7 @@ def session_report(mem: SessionMemory, sid: str) -> SessionReport:
         summary_tokens=mem.tokenizer.count(info.summary) if info.summary else 0,
         ttl_config=mem.config.session.ttl, encoding=mem.tokenizer.describe(),
         backend=mem.hot.name, redis_url=getattr(mem.hot, "url", None),
-        archive_path=str(mem.config.archive_path),
+        archive_path=str(mem.config.archive_path), context=ctx,
     )
 
 
@@ -269,6 +275,28 @@ def summary_text(r: SessionReport) -> str:
     return "none yet: every turn is verbatim"
 
 
+def context_shape(ctx: Context | None) -> str:
+    """What the model gets, part by part: 'summary + 3 recalled (#12, #40, #41) + 20 newest
+    from #230'; or n/a."""
+    if ctx is None:
+        return "n/a"
+    parts = []
+    if ctx.memories:
+        parts.append(f"{len(ctx.memories)} memor{'y' if len(ctx.memories) == 1 else 'ies'}")
+    if ctx.opening:
+        parts.append(f"{len(ctx.opening)} opening")
+    if ctx.summary:
+        parts.append("summary")
+    if ctx.recalled:
+        seqs = ", ".join(f"#{m.seq}" for m in ctx.recalled[:6]) + (", …" if len(ctx.recalled) > 6 else "")
+        parts.append(f"{len(ctx.recalled)} recalled ({seqs})")
+    if not (ctx.opening or ctx.summary or ctx.recalled):
+        parts.append(f"{plural(len(ctx.messages), 'message')} verbatim from #{ctx.first_seq}")
+    else:
+        parts.append(f"{len(ctx.messages)} newest from #{ctx.first_seq}")
+    return " + ".join(parts)
+
+
 def messages_text(r: SessionReport) -> str:
     i = r.info
     where = "Redis" if r.backend == "redis" else "in-process"
@@ -296,6 +324,7 @@ def report_lines(r: SessionReport) -> list[str]:
         ("Messages", messages_text(r)),
         ("Tokens", f"{i.total_tokens:,} in the stored history ({plural(r.turns, 'turn')})"),
         ("Token usage", usage),
+        ("Context", context_shape(r.context)),
         ("TTL", ttl_text(r)),
         ("Summary", summary_text(r)),
         ("Backlog", backlog),
@@ -317,6 +346,7 @@ def report_brief(r: SessionReport) -> str:
         f"Session {i.session_id[:8]} · {clean(i.title) or '(untitled)'} · {i.status}",
         f"Messages: {messages_text(r)}; {i.total_tokens:,} tokens",
         f"Token usage: {usage}",
+        f"Context: {context_shape(r.context)}",
         f"Summary: {summary_text(r)}",
         f"Backlog: {i.backlog} · TTL: {ttl_text(r)}",
     ]

@@ -14,7 +14,7 @@ from hermes_redis.archive import Archive, Forgotten, SearchHit, parse_ts, snippe
 from hermes_redis.backends import open_hot, rq_dispatcher
 from hermes_redis.compaction import CompactResult, Maintainer, session_row, split_turns, sweep
 from hermes_redis.config import Config
-from hermes_redis.context import build_context
+from hermes_redis.context import SummaryFolds, build_context
 from hermes_redis.errors import (
     AmbiguousIdError,
     BackendUnavailableError,
@@ -23,6 +23,7 @@ from hermes_redis.errors import (
     StateError,
     ValidationError,
 )
+from hermes_redis.history import SessionHistory
 from hermes_redis.hot import HotStore, Meta, RedisHot, new_meta
 from hermes_redis.models import (
     STATUSES,
@@ -52,6 +53,8 @@ class SessionMemory:
         self.tokenizer: Tokenizer = get_tokenizer(self.config.model.encoding)
         self.hot = hot or open_hot(self.config)
         self.cold = archive or Archive(self.config.archive_path)
+        self.offline_summarizer = ExtractiveSummarizer(self.tokenizer)
+        self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
         self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
                                      self.tokenizer)
         self._enqueue: Callable[[str], None] = (
@@ -74,7 +77,7 @@ class SessionMemory:
         self.close()
 
     def _summarizer(self) -> Summarizer:
-        offline = ExtractiveSummarizer(self.tokenizer)
+        offline = self.offline_summarizer
         c = self.config
         model = c.session.compression.summary_model
         if model == "default" or not c.summarizer.base_url:
@@ -212,7 +215,9 @@ class SessionMemory:
     # --- reading -----------------------------------------------------------------------------
     def context(self, session_id: str, budget: int | None = None, *,
                 query: str | None = None, touch: bool = True) -> Context:
-        """``touch=False`` reads without renewing the TTL (``info`` observes, it is not activity)."""
+        """What the model sees (invariant 6). ``query`` pulls the older messages most
+        relevant to it into ``recalled`` (default: the newest user message; "" for none).
+        ``touch=False`` reads without renewing the TTL (``info`` observes, it is not activity)."""
         sid = check_session_id(session_id)
         meta = self._meta(sid)
         if meta["status"] != "active":
@@ -225,31 +230,12 @@ class SessionMemory:
             memories = []
         if touch:
             self.hot.touch(sid, self.config.session.ttl)
-        compression = self.config.session.compression
+        history = SessionHistory(sid, self.maintainer, self.cold, self.tokenizer,
+                                 self.config.session.tool_result_max_tokens)
         return build_context(self.hot, sid, meta, memories, budget,
-                             self.config.model.context_window, self.tokenizer,
-                             history=lambda after: self._context_history(sid, after),
-                             threshold=compression.threshold,
-                             summary_share=compression.summary_share)
-
-    def _context_history(self, sid: str, after_seq: int) -> list[Message] | None:
-        """The history after ``after_seq`` as the context shows it: a tool result the archive
-        keeps whole is capped as it was in the hot tier (its token_count is the capped one).
-        None when the archive cannot be read: the hot tier alone still gives a context."""
-        limit = self.config.session.tool_result_max_tokens
-        out = []
-        try:
-            history = self.maintainer.history(sid, after_seq=after_seq)
-        except BackendUnavailableError as err:
-            log.warning("%s; context built from the hot tier alone", err)
-            return None
-        for m in history:
-            if m.role == "tool" and len(m.content) > limit and self.tokenizer.count(m.content) > limit:
-                content = self.tokenizer.cap(m.content, limit, "the archive")
-                m = Message(**{**m.__dict__, "content": content,
-                               "token_count": self.tokenizer.count(content)})
-            out.append(m)
-        return out
+                             self.config.model.context_window, self.tokenizer, history=history,
+                             compression=self.config.session.compression,
+                             folds=self.folds, query=query)
 
     def _budget(self, budget: int | None) -> int:
         if budget is None:
@@ -258,14 +244,16 @@ class SessionMemory:
             raise ValidationError(f"budget must be a positive number of tokens, not {budget!r}")
         return budget
 
-    def resume(self, sid: str | None = None, user_id: str | None = None) -> Context:
+    def resume(self, sid: str | None = None, user_id: str | None = None, *,
+               budget: int | None = None, query: str | None = None) -> Context:
+        """The context of ``sid``, or of the user's most recently updated active session."""
         if sid is None:
             active = self.list_sessions(user_id=user_id, status="active")
             if not active:
                 who = f" for user {user_id}" if user_id else ""
                 raise NotFoundError(f"no active session{who}; create one first")
             sid = active[0].session_id
-        return self.context(sid)
+        return self.context(sid, budget, query=query)
 
     def messages(self, session_id: str) -> list[Message]:
         """The full history, archived and hot, in seq order."""

@@ -1,19 +1,39 @@
 """Summarizers behind one interface: fold older messages into a running summary.
 
-``ExtractiveSummarizer`` works offline with no model: it keeps the sentences that carry
-decisions, numbers, names, file paths and open questions, grouped under headings.
-``ChatSummarizer`` asks an OpenAI-compatible endpoint and falls back to the extractive
-one on any failure, so compaction never depends on the network.
+``ExtractiveSummarizer`` works offline with no model. It keeps the sentences that carry
+specific content (names, places, numbers, dates, objects, decisions, file paths, versions,
+open items), drops small talk, compresses what it keeps, and files each line under the date
+it was said with who said it. When the summary outgrows its budget it re-summarizes its own
+lines (compresses them to their specific words, then keeps the most informative ones), taking
+from the dates that hold the most, so every part of the conversation stays covered.
+
+``ChatSummarizer`` asks an OpenAI-compatible endpoint to update the summary with a
+structured template and falls back to the extractive one on any failure (and for a cooldown
+after one), so compaction never depends on the network.
+
+Summary format (plain text, parsed back on the next fold)::
+
+    Goal: <the user's request>
+    Files: src/auth/login.py, app/db.py
+    8 May 2023:
+    - Caroline: went to LGBTQ support group on 7 May; researching adoption agencies
+    - assistant (decision): use PostgreSQL 16, not MySQL
+    - user (open): rate limiting per IP?
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import logging
 import re
+import threading
+import time
 import urllib.request
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from hermes_redis.models import Message
@@ -21,42 +41,145 @@ from hermes_redis.tokens import Tokenizer
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("Discussed", "Decisions", "Facts", "Files", "Open items")
+SECTIONS = ("Goal", "Decisions", "Facts", "Files", "Open items")
+KINDS = {"decision": "Decisions", "open": "Open items", "fact": "Facts"}
+MAX_SENTENCE = 180
+GOAL_MAX = 160
+FILES_SHARE = 0.1  # of the budget, at most, for the Files line
+
 # A sentence ends at . ! ? followed by a space (so "Next.js 14" and "v1.2" stay whole) or at
 # CJK end punctuation; fenced code is not prose and is left out.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\s+(?=\[)")
 _FENCE = re.compile(r"```.*?(?:```|$)", re.S)
 _PATH = re.compile(  # starts only at a word's start: one long token costs O(n), not O(n²)
     r"(?<![\w.-])(?:[\w.-]+/)+[\w-]+(?:\.[\w-]+)*|\b[\w-]+\.(?:py|js|ts|tsx|md|ya?ml|json|sql|toml|go|rs|sh|txt|cfg|ini)\b"
 )
+_FRAMEWORK = re.compile(r"[A-Z][a-z]+\.js")  # Next.js, Vue.js: a name, not a file
 _DECISION = re.compile(
-    r"\b(decid\w*|decision|agreed?|chose|choose|going with|switch(?:ed)? to|we(?:'ll| will) use|"
-    r"(?:we|let's|let us|i'll|we'll|will|should|to|and|then|just)\s+use|prefer\w*|must|instead of|"
-    r"not use|don't use|settled)\b|^use\b"
+    r"\b(decid\w*|decision|agreed (?:on|to|that)|chose|choose|going with|go with|switch(?:ed)? to|"
+    r"(?:we|let's|let us|i'll|we'll|will|should|to|and|then|just)\s+use|instead of|"
+    r"not use|don't use|settled on|stick with|opt(?:ed)? for)\b|^use\b"
     r"|决定|采用|使用|改用|不用|选择|确定|统一",
     re.IGNORECASE,
 )
-_OPEN = re.compile(r"\?|？|\b(todo|open question|later|next step|pending|tbd)\b|待定|待办|之后再", re.I)
+_EXPLICIT_OPEN = re.compile(r"\b(todo|open question|next steps?|pending|tbd|follow[- ]up|"
+                            r"still need|needs? to be|to be decided|unresolved|blocked)\b"
+                            r"|待定|待办|之后再|未解决", re.I)
+_QUESTION = re.compile(r"[?？]\s*$")
+_GOAL = re.compile(
+    r"^(?:(?:please|pls|can you|could you|would you|help me|i want(?: you)? to|i need(?: you)? to|"
+    r"i'd like(?: you)? to|we need to|let's|goal:?|task:?)\s+)*"
+    r"(?:write|build|create|implement|add|fix|make|set up|setup|refactor|design|debug|migrate|"
+    r"deploy|port|convert|optimi[sz]e|review|explain|generate|help)\b"
+    r"|^(?:帮我|请|我想|我需要|需要|实现|编写|写一个)", re.I)
 _NUMBER = re.compile(r"\d")
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][A-Za-z0-9]+(?:[A-Z][a-z0-9]+)*\b")
-_WORD = re.compile(r"[^\W_][\w'’+-]*")
-_EXPLICIT_OPEN = re.compile(r"\b(todo|open question|later|next step|pending|tbd)\b|待定|待办|之后再", re.I)
-# Capitalized only because they start a sentence: not names. ("Priya is on call" has a name.)
-_COMMON_WORDS = """
-a an the this that these those there here it its i i'm i'd i'll i've we we're we'll we've you you're
-you'll he she they them our your my me us his her their what which who whom whose when where why how
-and but or so if then than because since while though although also just only even still yet now
-once after before again maybe perhaps probably actually basically really well ok okay yes yeah yep
-no nope not sure thanks thank please hi hello hey sorry great good nice cool fine perfect awesome
-right wait hmm oh ah let let's lets got sounds looks seems makes make take keep add use set try run
-check see show tell give get put move start stop go do does did done is are was were be been being
-have has had can could should would will shall may might must all any some most many much more
-less every each both either neither none nothing something everything anything another other such
-same first next last then in on at for from to of by with without about into over under between
-as like unlike per via note remember consider instead otherwise besides finally overall fact
+_WORD = re.compile(r"[^\W_][\w'’+./-]*[\w+]|[^\W_]")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+_SPEAKER = re.compile(r"^([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}): (?=\S)")
+_HEADING = re.compile(r"^(\d{1,2} [A-Z][a-z]+ \d{4}):$")
+_LINE = re.compile(r"^- (?:([^:()\n]{1,40}?)(?: \((decision|open)\))?: |\((decision|open)\): )?(.+)$")
+_OLD_HEADING = re.compile(r"^(Discussed|Decisions|Facts|Files|Open items|Goal):\s*(.*)$")
+
+# Leading interjections, vocatives and filler that carry no fact ("Wow, ", "Yeah, ", "I'm so
+# glad ", "To be honest, "); removed again and again from a sentence's start.
+_LEAD = re.compile(
+    r"^(?:(?:wow|oh|ah+|aw+|hey|hi|hello|yeah|yep|yes|yup|nope|ok|okay|well|so|um+|uh+|hmm+|"
+    r"haha\w*|lol|omg|gosh|totally|absolutely|definitely|sure|right|cool|great|awesome|nice|"
+    r"thanks|thank you|sorry|exactly|true|indeed|oops|whoa|man|btw|by the way|anyway|anyways|"
+    r"honestly|actually|basically|agreed|also|plus|and|but|fyi|guess what|you know what|"
+    r"oh my god|oh no|aww|yay|hooray|sounds good|good news)\b[\s,!.…:;—–-]*"
+    r"|(?:i'?m|i am) (?:so |really |super |very )?(?:glad|happy|thrilled|excited|stoked) "
+    r"(?:that |to (?:hear|say|see|know) (?:that )?)?"
+    r"|(?:i think|i guess|i feel like|i believe|i mean|to be honest|tbh|just so you know|"
+    r"you know|it's (?:so |really )?(?:great|awesome|cool|nice) (?:that|to see|to hear)|"
+    r"it turns out|turns out|as i said|like i said)[\s,]+)",
+    re.I,
+)
+_FILLER = re.compile(
+    r"\b(?:you know|i mean|kind of|sort of|kinda|sorta|really|very|so much|super|totally|truly|"
+    r"just|actually|basically|literally|honestly|definitely|absolutely|quite|pretty much|"
+    r"a lot of|lots of|a bit|a little|such a|so)\b[ ,]*",
+    re.I,
+)
+_VOCATIVE = re.compile(r",\s+[A-Z][a-z]{1,14}\s*([.!?…]*)$")
+_SELF = re.compile(r"^(?:i|i'm|i am|i've|i have|we|we're|we've)\s+(?=\w)", re.I)
+_ARTICLE = re.compile(r"(?<=\s)(?:a|an|the)\s+(?=\w)")
+_SPACES = re.compile(r"\s+([,.;:!?])|\s{2,}")
+
+_STOP_WORDS = """
+a an the and or but if then so because as of to in on at for from by with about into over
+under between after before during up down out off than too very can could should would will
+shall may might must do does did done doing is are was were be been being am have has had
+having i me my mine myself we us our ours you your yours he him his she her hers they them
+their theirs it its this that these those there here what which who whom whose when where why
+how all any some each every both either neither nor only own same such just also still yet
+even ever again once now there's it's that's i'm i've i'd i'll you're you've you'd you'll we're
+we've we'll they're they've he's she's let's don't doesn't didn't isn't aren't wasn't weren't
+can't couldn't won't wouldn't shouldn't what's how's where's who's y'all ya u gonna wanna
+gotta lemme cuz 'cause much many more most less lot lots bit one ones something anything
+everything nothing someone anyone everyone yourself ourselves themselves himself herself
+itself while though although since until unless whether via per like unlike here's
+there nah ain't haven't hasn't hadn't wanna ok yo hmm anyways
 """
-_COMMON = frozenset(_COMMON_WORDS.split())
-MAX_SENTENCE = 180
+_CHAT_WORDS = """
+great good nice cool awesome amazing wonderful fantastic incredible beautiful lovely sweet
+fun glad happy proud love loved loving lovin like liked likes thanks thank thankful appreciate
+appreciated agree agreed totally absolutely definitely sure hope hoping hopefully wish care
+caring feel feeling feels felt sounds sound sounded seem seems seemed look looks looking
+looked wow really super such thing things stuff kind sort always sometimes maybe perhaps
+probably well yeah yes yep yup oh ah hey hi hello okay ok right exactly true cheers bye soon
+talk talking chat chatting catch ya hear heard know knew think thought guess mean means
+meant say said tell told share sharing shared keep kept rock rocks blast awesome excited
+exciting inspiring inspired inspire inspiration powerful special important glad stoked
+thrilled impressive impressed congrats congratulations brilliant perfect fine tough hard
+easy sad sorry bummer yay omg lol haha wait hmm cute gorgeous stunning neat fab fabulous
+best better worse worst big huge tiny little lucky blessed grateful supportive
+encouraging encouragement wonderful awesome cheer glad vibe vibes amazing incredible
+totally def defo kinda sorta gonna wanna glad sure lovely enjoy enjoyed enjoying wonder
+interesting curious anytime reach meaningful means matter matters worth mind thoughts
+"""
+_GENERIC_WORDS = """
+time times day days week weeks month months year years today tonight yesterday tomorrow
+people person life way ways place part lot idea ideas moment moments experience
+experiences journey world everyone family friend friends get got getting go going gone went
+come came coming make made making take took taking give gave given want wanted need needed try
+tried trying use used using work working worked see saw seen seeing find found let help helped
+helps helping start started new old other another first last next few own back still even
+pic photo picture picture shares photo
+"""
+_STOP = frozenset(_STOP_WORDS.split())
+_CHAT = frozenset(_CHAT_WORDS.split())
+_GENERIC = frozenset(_GENERIC_WORDS.split())
+_COMMON = _STOP | _CHAT | _GENERIC | {"no", "not", "never"}
+_KEEP_IN_SHORT = frozenset({"no", "not", "never", "without", "instead", "vs"})
+_LABEL_WORDS = """update updated note noted notes todo open question answer summary error
+warning fix fixed step steps decision decisions fact facts files file goal task issue problem
+result results output input example important reminder status tip hint caveat plan context
+done edit edited change changes changed feature bug conclusion recap ps first second third
+finally next then now also reason why because info warn debug trace usage options option
+test tests failed passed success failure response request reply user assistant system tool
+added removed renamed moved created deleted resolved pending testing running loading using
+following thinking working warning proposal proposed suggestion suggested expected actual
+"""
+_LABELS = frozenset(_LABEL_WORDS.split())
+_MONTHS = frozenset(dt.date(2000, m, 1).strftime("%B") for m in range(1, 13))
+_TIME_WORDS = frozenset({m.lower() for m in _MONTHS} | {"am", "pm", "utc", "gmt"}
+                        | {d.lower() for d in ("Monday", "Tuesday", "Wednesday", "Thursday",
+                                               "Friday", "Saturday", "Sunday")})
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_WEEKDAY_ABBR = {"mon": 0, "tue": 1, "tues": 1, "wed": 2, "thu": 3, "thur": 3, "thurs": 3,
+                 "fri": 4, "sat": 5, "sun": 6}
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3}
+_RELATIVE = re.compile(
+    r"\b(?:(yesterday|today|tonight|tomorrow|last night|this morning)"
+    r"|(last|this past|next|this coming) (monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday|mon|tues?|wed|thu(?:rs?)?|fri|sat|sun)\b\.?"
+    r"|(last|this|next) (year|month|week|weekend)"
+    r"|(\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|a couple of|a few) "
+    r"(days?|weeks?|months?|years?) ago)\b",
+    re.I,
+)
 
 
 class Summarizer(Protocol):
@@ -67,81 +190,221 @@ class Summarizer(Protocol):
     def shrink(self, summary: str, max_tokens: int) -> str: ...
 
 
+@dataclass
+class _Line:
+    """One summary line: what ``speaker`` said on ``date`` (a heading, "" when undated)."""
+
+    date: str
+    speaker: str
+    kind: str  # "fact", "decision" or "open"
+    text: str
+
+
+@dataclass
+class _Summary:
+    goal: str
+    files: list[str]
+    lines: list[_Line]
+
+
 class ExtractiveSummarizer:
+    """Offline, deterministic and model-free. Guarantees: the result fits ``max_tokens``;
+    lines carry their date (heading) and speaker; space is shared evenly across dates."""
+
     name = "extractive"
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer = tokenizer
 
     def summarize(self, previous: str, messages: Sequence[Message], max_tokens: int) -> str:
-        sections = parse_summary(previous)
+        """``previous`` with ``messages`` folded in, at most ``max_tokens`` tokens."""
+        summary = _parse(previous)
+        old = len(summary.lines)
+        speakers = {ln.speaker for ln in summary.lines if ln.speaker}
         for m in messages:
-            if m.role == "user" and m.content.strip():
-                _add(sections["Discussed"], _topic(m.content))
             for path in _PATH.findall(_FENCE.sub(" ", m.content)):
-                _add(sections["Files"], path)
-            if m.role == "tool":
+                if path not in summary.files:
+                    summary.files.append(path)
+            if m.role == "tool" or not m.content.strip():
                 continue
-            for sentence in _sentences(m.content):
-                section = _classify(sentence)
-                if section:
-                    _add(sections[section], sentence)
-        return self._fit(sections, max_tokens)
+            speaker, content = _speaker(m.role, m.content)
+            speakers.add(speaker)
+            date = _date(m.created_at)
+            day = _day(m.created_at)
+            for sentence in _sentences(content):
+                if not summary.goal and m.role == "user" and not summary.lines \
+                        and _GOAL.search(sentence):
+                    summary.goal = _shorten(sentence, GOAL_MAX)
+                    continue
+                line = _line(sentence, speaker, m.role, date, day, speakers)
+                if line is not None:
+                    _add(summary.lines, line)
+        # How many messages a line stands for: the earlier ones share the messages before
+        # this batch, the new ones share the batch. Ties are thinned where lines stand for
+        # the fewest, so one long day is covered evenly too.
+        earlier = max(1, messages[0].seq - 1) / old if messages and old else 1.0
+        later = len(messages) / max(1, len(summary.lines) - old)
+        spans = {id(ln): earlier if i < old else later for i, ln in enumerate(summary.lines)}
+        return self._fit(summary, max_tokens, spans=spans)
 
     def shrink(self, summary: str, max_tokens: int) -> str:
-        """``summary`` within ``max_tokens``: its least informative lines go first."""
-        if self.tokenizer.count(summary) <= max_tokens:
-            return summary
-        return self._fit(parse_summary(summary), max_tokens)
+        """``summary`` within ``max_tokens``, re-summarized the same way: every date keeps
+        its most informative lines, so coverage stays even over the whole conversation."""
+        return _shrink(self, summary, max_tokens)
 
-    def _fit(self, sections: dict[str, list[str]], max_tokens: int) -> str:
-        """Drop the least informative lines (see ``_weight``; oldest first among equals) until
-        the summary fits; no section loses its last line while another has more than one."""
-        text = render_summary(sections)
-        total = self.tokenizer.count(text)
-        while total > max_tokens:
-            pool = [s for s in SECTIONS if len(sections[s]) > 1] or [s for s in SECTIONS if sections[s]]
-            if not pool:
-                return self.tokenizer.cap(text, max_tokens, "the archive")
-            section, i = min(((s, i) for s in pool for i in range(len(sections[s]))),
-                             key=lambda si: (_weight(si[0], sections[si[0]][si[1]]), si[1]))
-            total -= self.tokenizer.count(f"- {sections[section].pop(i)}\n")
-            if total <= max_tokens:  # the estimate says it fits: count for real
-                text = render_summary(sections)
-                total = self.tokenizer.count(text)
-        return text
+    def _fit(self, summary: _Summary, max_tokens: int, real: int | None = None,
+             spans: dict[int, float] | None = None) -> str:
+        """Render ``summary`` within ``max_tokens``. While it is too long, the date holding
+        the most tokens gives up its line that adds the least per token (its words, each
+        shared with the other lines that have it): first compressed to its specific words,
+        then dropped. A date keeps its last line while another date has two or more.
+        Among lines about as informative, the one standing for the fewest messages
+        (``spans``, by ``id``; one each by default) goes, its share passing to a neighbour.
+        ``real``: the tokens ``summary`` has as rendered now, when the caller knows."""
+        span = spans if spans is not None else {}
+        files = _fit_files(summary, int(max_tokens * FILES_SHARE))
+        groups: dict[str, list[_Line]] = {}
+        for ln in summary.lines:
+            groups.setdefault(ln.date, []).append(ln)
+        # Sizes are estimated from characters, scaled so the whole matches the real count.
+        if real is None:
+            text = _render(summary.goal, files, groups)
+            real = self._count(text)
+            if real <= max_tokens:
+                return text
+        sizes = {d: _group_size(d, g) for d, g in groups.items()}
+        scale = real / max(1.0, sum(sizes.values()))
+        target = max_tokens / scale
+        compressed: set[int] = set()
+        if real > 2 * max_tokens:  # most lines end compressed anyway: compress them all now
+            for ln in summary.lines:
+                compressed.add(id(ln))
+                short = _compress(ln.text)
+                if short and len(short) < len(ln.text) * 0.85:
+                    ln.text = short
+            sizes = {d: _group_size(d, g) for d, g in groups.items()}
+        total = float(sum(sizes.values()))
+        counts: Counter[str] = Counter()
+        where: dict[str, set[int]] = {}  # content word -> the lines that have it
+        for ln in summary.lines:
+            words = _content(ln.text)
+            counts.update(words)
+            for w in words:
+                where.setdefault(w, set()).add(id(ln))
+        density: dict[int, float] = {}
+
+        def value(ln: _Line) -> float:
+            key = id(ln)
+            if key not in density:
+                density[key] = _density(ln, counts)
+            return density[key]
+
+        def forget(ln: _Line) -> None:
+            for w in _content(ln.text):
+                counts[w] -= 1
+                holders = where.get(w, set())
+                holders.discard(id(ln))
+                for other in holders:
+                    density.pop(other, None)
+            density.pop(id(ln), None)
+
+        while True:
+            if total <= target:
+                text = _render(summary.goal, files, groups)
+                real = self._count(text)
+                if real <= max_tokens:
+                    return text
+                target -= (real - max_tokens) / scale + 1
+            if not groups:
+                return self.tokenizer.cap(_render(summary.goal, files, groups), max_tokens,
+                                          "the archive")
+            date = max(groups, key=lambda d: (len(groups[d]) > 1, sizes[d], d == ""))
+            if len(groups[date]) == 1:  # every date is down to one line
+                date = _least_missed(groups, lambda d: value(groups[d][0]))
+            group = groups[date]
+            i = _thinnest(group, [value(x) for x in group], span)
+            ln = group[i]
+            short = _compress(ln.text) if id(ln) not in compressed else ln.text
+            compressed.add(id(ln))
+            forget(ln)
+            if short and short != ln.text and len(short) < len(ln.text) * 0.85:
+                ln.text = short
+                for w in _content(short):
+                    counts[w] += 1
+                    where.setdefault(w, set()).add(id(ln))
+            else:
+                group.pop(i)
+                if group:  # its messages are now stood for by the nearer-spanned neighbour
+                    near = [j for j in (i - 1, i) if 0 <= j < len(group)]
+                    j = min(near, key=lambda k: span.get(id(group[k]), 1.0))
+                    span[id(group[j])] = span.get(id(group[j]), 1.0) + span.get(id(ln), 1.0)
+            before = sizes.pop(date)
+            if group:
+                sizes[date] = _group_size(date, group)
+            else:
+                del groups[date]
+            total += sizes.get(date, 0) - before
+
+    def _count(self, text: str) -> int:
+        return _cached_count(self.tokenizer, text)
+
+
+@functools.lru_cache(maxsize=256)
+def _shrink(summarizer: ExtractiveSummarizer, summary: str, max_tokens: int) -> str:
+    """``ExtractiveSummarizer.shrink``, remembered: reads shrink the same summary again and
+    again until the next compaction changes it."""
+    real = summarizer._count(summary)
+    if real <= max_tokens:
+        return summary
+    return summarizer._fit(_parse(summary), max_tokens, real)
+
+
+@functools.lru_cache(maxsize=16384)
+def _cached_count(tokenizer: Tokenizer, text: str) -> int:
+    return tokenizer.count(text)
 
 
 class ChatSummarizer:
-    """An OpenAI-compatible chat-completions endpoint, with the extractive one as fallback."""
+    """An OpenAI-compatible chat-completions endpoint, with the extractive one as fallback.
+
+    Guarantees: never raises for a remote failure (the offline summarizer answers instead),
+    the result fits ``max_tokens``, and after a failure the endpoint is not called again for
+    ``cooldown`` seconds."""
 
     def __init__(self, model: str, base_url: str, api_key: str | None, timeout: float,
-                 fallback: ExtractiveSummarizer) -> None:
+                 fallback: ExtractiveSummarizer, cooldown: float = 60.0) -> None:
         self.name = f"chat:{model}"
         self.model, self.base_url, self.api_key = model, base_url.rstrip("/"), api_key
-        self.timeout, self.fallback = timeout, fallback
+        self.timeout, self.fallback, self.cooldown = timeout, fallback, cooldown
+        self._down_until = 0.0
+        self._lock = threading.Lock()
 
     def summarize(self, previous: str, messages: Sequence[Message], max_tokens: int) -> str:
-        try:
-            text = self._ask(previous, messages, max_tokens)
-        except Exception as err:  # any failure of the remote model falls back, never raises
-            log.warning("summarizer %s failed (%s); using the offline summarizer", self.name, err)
+        """The endpoint's update of ``previous`` with ``messages``; offline on failure."""
+        with self._lock:
+            cooling = time.monotonic() < self._down_until
+        if cooling:
             return self.fallback.summarize(previous, messages, max_tokens)
-        return self.fallback.tokenizer.cap(text.strip(), max_tokens, "the archive")
+        try:
+            text = self._ask(previous, messages, max_tokens).strip()
+            if not text:
+                raise ValueError("empty summary")
+        except Exception as err:  # any failure of the remote model falls back, never raises
+            with self._lock:
+                self._down_until = time.monotonic() + self.cooldown
+            log.warning("summarizer %s failed (%s); using the offline summarizer for %.0f s",
+                        self.name, err, self.cooldown)
+            return self.fallback.summarize(previous, messages, max_tokens)
+        return self.fallback.tokenizer.cap(text, max_tokens, "the archive")
 
     def shrink(self, summary: str, max_tokens: int) -> str:
         return self.fallback.shrink(summary, max_tokens)
 
     def _ask(self, previous: str, messages: Sequence[Message], max_tokens: int) -> str:
-        transcript = "\n".join(f"[{m.seq}] {m.role}: {m.content}" for m in messages)
-        prompt = (
-            "Update the running summary of a conversation. Keep every decision, name, number, "
-            "file path and open question; drop chit-chat. Use the headings "
-            f"{', '.join(SECTIONS)}.\n\nPrevious summary:\n{previous or '(none)'}\n\n"
-            f"New messages:\n{transcript}"
-        )
-        body = json.dumps({"model": self.model, "max_tokens": max_tokens,
-                           "messages": [{"role": "user", "content": prompt}]}).encode()
+        prompt = chat_prompt(previous, messages, max_tokens)
+        body = json.dumps({"model": self.model, "max_tokens": max_tokens, "temperature": 0,
+                           "messages": [{"role": "system", "content": CHAT_SYSTEM},
+                                        {"role": "user", "content": prompt}]}).encode()
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -151,26 +414,205 @@ class ChatSummarizer:
         return str(data["choices"][0]["message"]["content"])
 
 
+CHAT_SYSTEM = (
+    "You maintain the running summary of a long conversation for an AI agent that will see "
+    "the summary instead of the older messages. Be factual and dense; never invent anything."
+)
+CHAT_TEMPLATE = """Update the summary with the new messages. Keep everything specific from the
+previous summary unless a new message changes it (then keep the new value and say it changed).
+Keep names, places, numbers, dates, objects, activities, decisions, file paths, versions and open
+items; drop greetings, thanks, compliments and small talk. Say who said or did each thing. Write
+absolute dates (resolve "yesterday" or "last week" against the message's date). Cover the whole
+conversation evenly, the oldest part as well as the newest. At most {max_tokens} tokens. Use
+exactly these headings, leaving a heading out when it would be empty:
+
+Goal: <what the user wants, one line>
+Decisions:
+- <decision and its reason> (<who>, <date>)
+Facts:
+<date, e.g. 8 May 2023>:
+- <who>: <fact>
+Files:
+- <path>: <what changed or why it matters>
+Open items:
+- <question or task still open> (<who>)
+
+Previous summary:
+{previous}
+
+New messages:
+{transcript}"""
+
+
+def chat_prompt(previous: str, messages: Sequence[Message], max_tokens: int) -> str:
+    """The prompt ``ChatSummarizer`` sends: the template, the previous summary, and the new
+    messages one a line as ``[seq] date, speaker: text``."""
+    lines = []
+    for m in messages:
+        speaker, content = _speaker(m.role, m.content)
+        lines.append(f"[{m.seq}] {_date(m.created_at)}, {speaker}: {content}")
+    return CHAT_TEMPLATE.format(max_tokens=max_tokens, previous=previous or "(none)",
+                                transcript="\n".join(lines))
+
+
+# --- the summary's text ---------------------------------------------------------------------
 def parse_summary(text: str) -> dict[str, list[str]]:
-    sections: dict[str, list[str]] = {s: [] for s in SECTIONS}
-    current = "Facts"
-    for line in text.splitlines():
-        line = line.strip()
-        if line.endswith(":") and line[:-1] in sections:
-            current = line[:-1]
-        elif line.startswith("- "):
-            sections[current].append(line[2:])
-        elif line:
-            sections[current].append(line)
+    """The summary's lines by section (see ``SECTIONS``): the goal, each line's
+    ``speaker: text`` by its kind, and the file paths."""
+    s = _parse(text)
+    sections: dict[str, list[str]] = {name: [] for name in SECTIONS}
+    if s.goal:
+        sections["Goal"].append(s.goal)
+    sections["Files"].extend(s.files)
+    for ln in s.lines:
+        sections[KINDS[ln.kind]].append(f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text)
     return sections
 
 
-def render_summary(sections: dict[str, list[str]]) -> str:
-    parts = []
-    for name in SECTIONS:
-        if sections[name]:
-            parts.append(f"{name}:\n" + "\n".join(f"- {item}" for item in sections[name]))
-    return "\n".join(parts)
+def _parse(text: str) -> _Summary:
+    """The summary this module rendered (also the previous versions' section format and
+    free text, kept as undated lines)."""
+    summary = _Summary("", [], [])
+    date, old_kind = "", "fact"
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("[... "):
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            date, old_kind = heading.group(1), "fact"
+            continue
+        old = _OLD_HEADING.match(line)
+        if old:
+            name, rest = old.groups()
+            if name == "Goal":
+                summary.goal = rest
+            elif name == "Files":
+                summary.files.extend(p.strip() for p in rest.split(", ") if p.strip())
+                old_kind = "fact" if rest else "files"  # "Files:" then one path a line: old
+            else:
+                date = ""
+                old_kind = {"Decisions": "decision", "Open items": "open"}.get(name, "fact")
+            continue
+        if old_kind == "files" and line.startswith("- "):
+            summary.files.append(line[2:].strip())
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            summary.lines.append(_Line(date, "", old_kind, line))
+            continue
+        speaker, kind, body = m.group(1) or "", m.group(2) or m.group(3) or old_kind, m.group(4)
+        for part in body.split("; "):
+            if part.strip():
+                summary.lines.append(_Line(date, speaker, kind, part.strip()))
+    return summary
+
+
+def _render_head(goal: str, files: Sequence[str]) -> str:
+    head = f"Goal: {goal}\n" if goal else ""
+    return head + (f"Files: {', '.join(files)}\n" if files else "")
+
+
+def _render_line(ln: _Line, text: str | None = None) -> str:
+    tag = f"({ln.kind})" if ln.kind != "fact" else ""
+    who = f"{ln.speaker} {tag}: " if ln.speaker and tag else f"{ln.speaker or tag}: " \
+        if ln.speaker or tag else ""
+    return f"- {who}{ln.text if text is None else text}\n"
+
+
+def _render(goal: str, files: Sequence[str], groups: dict[str, list[_Line]]) -> str:
+    """Undated lines first, then dates in time order; a speaker's consecutive lines of one
+    kind share one line, joined by "; "."""
+    out = [_render_head(goal, files)]
+    for date in sorted(groups, key=_date_key):
+        if date:
+            out.append(f"{date}:\n")
+        joined: dict[tuple[str, str], _Line] = {}
+        for ln in groups[date]:
+            key = (ln.speaker, ln.kind)
+            if ln.speaker and key in joined:
+                joined[key] = _Line(date, ln.speaker, ln.kind, f"{joined[key].text}; {ln.text}")
+            else:
+                joined[key if ln.speaker else (str(id(ln)), "")] = ln
+        out.extend(_render_line(ln) for ln in joined.values())
+    return "".join(out).rstrip("\n")
+
+
+def _fit_files(summary: _Summary, room: int) -> list[str]:
+    """The newest paths whose list fits ``room`` tokens, in the order they came."""
+    files = [p for p in summary.files if not _FRAMEWORK.fullmatch(p)]
+    kept: list[str] = []
+    used = 0
+    for path in reversed(files):
+        cost = _approx_tokens(path) + 1
+        if used + cost > room:
+            break
+        kept.append(path)
+        used += cost
+    return kept[::-1]
+
+
+def _thinnest(group: list[_Line], values: list[float], span: dict[int, float]) -> int:
+    """The line of ``group`` to give up: among those within a quarter of the least value
+    per token, the one that with its nearer neighbour stands for the fewest messages."""
+    floor = min(values) * 1.25 + 1e-9
+    spans = [span.get(id(ln), 1.0) for ln in group]
+
+    def crowd(j: int) -> float:
+        near = [spans[k] for k in (j - 1, j + 1) if 0 <= k < len(group)]
+        return spans[j] + min(near, default=0.0)
+
+    return min((j for j in range(len(group)) if values[j] <= floor),
+               key=lambda j: (crowd(j), values[j]))
+
+
+def _least_missed(groups: dict[str, list[_Line]], value: Callable[[str], float]) -> str:
+    """The date to let go when every date is down to one line: the one whose neighbours are
+    closest in time (the dates around it cover its stretch), the less informative first;
+    the first and the last date and the undated lines go last."""
+    dates = sorted((d for d in groups if d), key=_date_key)
+    if len(dates) <= 2:
+        return max(groups, key=lambda d: (d != "", -value(d))) if dates else next(iter(groups))
+    keys = [_date_key(d)[1] for d in dates]
+    last = len(dates) - 1
+
+    def missed(j: int) -> tuple[float, float, float]:
+        wide = keys[min(last, j + 2)] - keys[max(0, j - 2)]
+        return keys[j + 1] - keys[j - 1], wide, value(dates[j])
+
+    return dates[min(range(1, last), key=missed)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _date_key(date: str) -> tuple[int, float]:
+    if not date:
+        return (0, 0.0)
+    try:
+        return (1, dt.datetime.strptime(date, "%d %B %Y").timestamp())
+    except ValueError:
+        return (1, 0.0)
+
+
+def _date(created_at: float) -> str:
+    """``created_at`` (Unix seconds) as "8 May 2023", in UTC."""
+    d = _day(created_at)
+    return f"{d.day} {d:%B %Y}"
+
+
+def _day(created_at: float) -> dt.date:
+    try:
+        return dt.datetime.fromtimestamp(created_at, dt.UTC).date()
+    except (OverflowError, OSError, ValueError):
+        return dt.datetime.now(dt.UTC).date()
+
+
+# --- sentences ------------------------------------------------------------------------------
+def _speaker(role: str, content: str) -> tuple[str, str]:
+    """Who said ``content``: a leading "Name: " (imported multi-party chats) or the role."""
+    m = _SPEAKER.match(content)
+    if m and not any(_common(w) or w.lower() in _LABELS for w in m.group(1).split()):
+        return m.group(1), content[m.end():]
+    return role, content
 
 
 def _sentences(text: str) -> list[str]:
@@ -179,45 +621,256 @@ def _sentences(text: str) -> list[str]:
             if len(s) > 3]
 
 
-def _classify(sentence: str) -> str | None:
-    if _OPEN.search(sentence):
-        return "Open items"
-    if _DECISION.search(sentence):
-        return "Decisions"
-    if _NUMBER.search(sentence) or _NAME.search(sentence) or _names(sentence)[0]:
-        return "Facts"
-    return None
+def _line(sentence: str, speaker: str, role: str, date: str, day: dt.date,
+          speakers: set[str]) -> _Line | None:
+    """The summary line for ``sentence``, or None when it is small talk."""
+    explicit_open = bool(_EXPLICIT_OPEN.search(sentence))
+    question = bool(_QUESTION.search(sentence))
+    decision = bool(_DECISION.search(sentence)) and not question
+    text = _clean(sentence)
+    text = _resolve_dates(text, day)
+    if not text:
+        return None
+    value = _value(text, speakers)
+    technical = _specific_count(text, speakers, technical_only=True)
+    if question and not explicit_open and not technical:
+        return None  # a question back to the other person: the answer carries the fact
+    kind = "open" if explicit_open or question else "decision" if decision else "fact"
+    words = _WORD.findall(text)
+    if len(words) < 3 and not technical and not _CJK.search(text):
+        return None  # "Phew!", "Spill the beans!", a name called out
+    if kind == "fact" and value < 3.0:
+        return None
+    known = {sp.lower() for sp in speakers}
+    if not any(w not in _TIME_WORDS and w not in known and not _technical(w)
+               for w in _content(text)) and not _PATH.search(text):
+        return None  # only a date, a number or a name: nothing said about them
+    if role == "system" and kind == "fact" and \
+            len([w for w in _content(text) if w not in _TIME_WORDS and not _technical(w)]) < 3:
+        return None  # a time stamp or a session marker: the date heading says it
+    if kind != "fact" and value < 1.0:
+        return None
+    return _Line(date, speaker, kind, _shorten(text.rstrip(".")))
 
 
-def _names(sentence: str) -> tuple[int, int]:
-    """(proper names, acronyms): capitalized words that are not common words, and all-caps ones."""
-    proper = acronyms = 0
-    for word in _WORD.findall(sentence):
-        if len(word) < 2 or not word[0].isupper() or word.lower() in _COMMON:
+def _clean(sentence: str) -> str:
+    """``sentence`` without leading interjections, vocatives and filler words."""
+    text = " ".join(sentence.split())
+    for _ in range(6):
+        new = _LEAD.sub("", text)
+        new = re.sub(r"^[A-Z][a-z]+[!,]\s+", "", new) if new != text else new  # "Caroline! "
+        if new == text:
+            break
+        text = new
+    text = _VOCATIVE.sub(r"\1", text)  # "..., Mel!" at the end: said to someone, no fact
+    text = _FILLER.sub("", text)
+    text = _SELF.sub("", text)
+    text = _ARTICLE.sub("", text)
+    text = _SPACES.sub(lambda m: m.group(1) or " ", text).strip(" ,;:-–—")
+    return text if _WORD.search(text) else ""
+
+
+def _resolve_dates(text: str, day: dt.date) -> str:
+    """Relative dates ("yesterday", "last Saturday", "last year", "2 weeks ago") replaced by
+    the date they mean, counted from the day the message was written."""
+
+    def sub(m: re.Match[str]) -> str:
+        word, rel, wd, rel2, unit2, n, unit = m.groups()
+        if word:
+            w = word.lower()
+            if w == "today" or w == "tonight" or w == "this morning":
+                return m.group(0)
+            delta = {"yesterday": -1, "last night": -1, "tomorrow": 1}[w]
+            return f"on {_day_text(day + dt.timedelta(days=delta), day)}"
+        if rel:
+            target = _WEEKDAY_ABBR.get(wd.lower().rstrip("."))
+            if target is None:
+                target = _WEEKDAYS.index(wd.lower())
+            if rel.lower() in ("last", "this past"):
+                back = (day.weekday() - target) % 7 or 7
+                return f"on {wd.capitalize()} {_day_text(day - dt.timedelta(days=back), day)}"
+            ahead = (target - day.weekday()) % 7 or 7
+            return f"on {wd.capitalize()} {_day_text(day + dt.timedelta(days=ahead), day)}"
+        if rel2:
+            step = {"last": -1, "this": 0, "next": 1}[rel2.lower()]
+            if unit2.lower() in ("week", "weekend"):
+                if not step:
+                    return m.group(0)  # "this week": the heading's date says which
+                where = "before" if step < 0 else "after"
+                return f"the {unit2.lower()} {where} {_day_text(day, day)}"
+            if unit2.lower() == "year":
+                return f"in {day.year + step}"
+            month = day.month - 1 + step
+            first = dt.date(day.year + month // 12, month % 12 + 1, 1)
+            return f"in {first:%B %Y}"
+        count = int(n) if n.isdigit() else _NUMBERS.get(n.lower(), 1)
+        u = unit.lower().rstrip("s")
+        if u == "day":
+            return f"on {_day_text(day - dt.timedelta(days=count), day)}"
+        if u == "week":
+            return f"around {_day_text(day - dt.timedelta(weeks=count), day)}"
+        if u == "month":
+            month = day.month - 1 - count
+            first = dt.date(day.year + month // 12, month % 12 + 1, 1)
+            return f"around {first:%B %Y}"
+        return f"in {day.year - count}"
+
+    return _RELATIVE.sub(sub, text)
+
+
+def _day_text(d: dt.date, today: dt.date) -> str:
+    return f"{d.day} {d:%B}" if d.year == today.year else f"{d.day} {d:%B %Y}"
+
+
+# --- how much a line says -------------------------------------------------------------------
+_CONTRACTION = re.compile(r"(?:n't|['’](?:s|re|ve|d|ll|m|t))$")
+
+
+@functools.lru_cache(maxsize=16384)
+def _base(word: str) -> str:
+    """``word`` lower-cased without a contraction ("haven't" → "have", "how're" → "how")."""
+    lw = word.lower().replace("’", "'").strip(".'")
+    if lw in _COMMON:
+        return lw
+    stem = _CONTRACTION.sub("", lw)
+    return stem if stem else lw
+
+
+def _common(word: str) -> bool:
+    return _base(word) in _COMMON
+
+
+@functools.lru_cache(maxsize=16384)
+def _content(text: str) -> frozenset[str]:
+    """The lower-cased words of ``text`` that carry content (not function or chat words)."""
+    return frozenset(w for w, _ in _features(text)[0])
+
+
+_STARTS = re.compile(r"(?:^|[.!?;:]\s+|- )(\S+)")
+
+
+@functools.lru_cache(maxsize=16384)
+def _names(text: str) -> frozenset[str]:
+    """Capitalized words that are not common words and do not just start a sentence."""
+    starts = {m.start(1) for m in _STARTS.finditer(text)}
+    return frozenset(m.group(0).strip(".'’") for m in _WORD.finditer(text)
+                     if m.group(0)[0].isupper() and len(m.group(0)) > 1
+                     and m.start() not in starts and not _common(m.group(0)))
+
+
+def _technical(word: str) -> bool:
+    """A number, version, path, identifier or acronym: specific whatever the context."""
+    w = word.strip(".'’")
+    return any(c.isdigit() for c in w) or (len(w) > 1 and (
+        "/" in w or "_" in w or "." in w or any(c.isupper() for c in w[1:])))
+
+
+@functools.lru_cache(maxsize=16384)
+def _word_weight(word: str) -> float:
+    """Two for a number, name, acronym, version or path; one for another content word; a
+    CJK run counts by its length."""
+    if _CJK.search(word):
+        return min(4.0, 0.5 * len(word))
+    if any(c.isdigit() for c in word) or "/" in word or "_" in word or "." in word.strip("."):
+        return 2.0
+    if word in _GENERIC:
+        return 0.5
+    return 1.0 if len(word) > 2 else 0.5
+
+
+def _specific_count(text: str, speakers: Iterable[str], technical_only: bool = False) -> int:
+    """How many technical words (and, unless ``technical_only``, names other than the
+    speakers') ``text`` has; a long CJK run counts as one."""
+    known = {s.lower() for s in speakers}
+    n = sum(1 for w in _WORD.findall(text) if _technical(w) or (_CJK.search(w) and len(w) >= 4))
+    if not technical_only:
+        n += sum(1 for w in _names(text) if w.lower() not in known and not _technical(w))
+    return n
+
+
+def _value(text: str, speakers: Iterable[str] = ()) -> float:
+    """What ``text`` says: its content words' weights, a name or number counting double."""
+    known = {s.lower() for s in speakers}
+    total = sum(_word_weight(w) for w in _content(text) if w not in known)
+    return total + sum(1.0 for w in _names(text) if w.lower() not in known)
+
+
+_KIND_BONUS = {"decision": 2.0, "open": 1.0, "fact": 0.0}
+
+
+def _density(ln: _Line, counts: Counter[str]) -> float:
+    """What keeping ``ln`` adds per token: its content words, each shared with the lines that
+    also have it, plus a bonus for decisions and open items."""
+    features, tokens = _features(ln.text)
+    value = _KIND_BONUS[ln.kind] + sum(w / (counts[word] or 1) for word, w in features)
+    if ln.speaker == "system":
+        value *= 0.5
+    return value / (tokens + 3)
+
+
+@functools.lru_cache(maxsize=16384)
+def _features(text: str) -> tuple[tuple[tuple[str, float], ...], int]:
+    """(each content word with its weight, a name counting one more; about the tokens)."""
+    weights: dict[str, float] = {}
+    for m in _WORD.finditer(text):
+        word = m.group(0)
+        base = _base(word)
+        if not base or base in _COMMON:
             continue
-        if word.isupper():
-            acronyms += 1
-        else:
-            proper += 1
-    return proper, acronyms
+        w = _word_weight(base)
+        if word[0].isupper() and len(word) > 1 and not _sentence_start(text, m.start()):
+            w += 1.0
+        weights[base] = max(w, weights.get(base, 0.0))
+    return tuple(weights.items()), _approx_tokens(text)
 
 
-_BASE_WEIGHT = {"Discussed": 0.0, "Open items": 1.0, "Files": 2.0, "Facts": 2.0, "Decisions": 3.0}
+def _sentence_start(text: str, i: int) -> bool:
+    j = i - 1
+    while j >= 0 and text[j] == " ":
+        j -= 1
+    return j < 0 or text[j] in ".!?;:-"
 
 
-@functools.lru_cache(maxsize=4096)
-def _weight(section: str, line: str) -> float:
-    """How much a summary line is worth keeping: its section, plus one for each kind of
-    specific content it carries (a number, a name, a path, an explicit open item)."""
-    weight = _BASE_WEIGHT.get(section, 1.0)
-    if section == "Discussed":
-        return weight
-    proper, acronyms = _names(line)
-    weight += 1.0 if proper else 0.5 if acronyms else 0.0
-    weight += 1.0 if _NUMBER.search(line) else 0.0
-    weight += 1.0 if _PATH.search(line) else 0.0
-    weight += 1.0 if section == "Open items" and _EXPLICIT_OPEN.search(line) else 0.0
-    return weight
+@functools.lru_cache(maxsize=16384)
+def _approx_tokens(text: str) -> int:
+    """About the tokens of ``text``: four characters of ASCII, or one other character."""
+    wide = len(text) - len(text.encode("ascii", "ignore"))
+    return max(1, (len(text) - wide + 3) // 4 + wide)
+
+
+def _group_size(date: str, group: list[_Line]) -> int:
+    """About the tokens ``group`` renders to (see ``_render``)."""
+    size = 5 if date else 0
+    keys = set()
+    for ln in group:
+        size += _approx_tokens(ln.text) + 1
+        key = (ln.speaker, ln.kind)
+        if key not in keys or not ln.speaker:
+            keys.add(key)
+            size += _approx_tokens(ln.speaker) + (4 if ln.kind != "fact" else 2)
+    return size
+
+
+@functools.lru_cache(maxsize=16384)
+def _compress(text: str) -> str:
+    """``text`` cut to its specific words (and negations), in order: the re-summarized
+    form of a line when the summary needs the room."""
+    if _CJK.search(text):
+        return text
+    words: list[str] = []
+    for w in text.replace(";", ",").split():
+        bare = w.strip(",.!?:;()[]\"'’“”")
+        lw = bare.lower()
+        if not bare or (words and words[-1].lower() == lw):
+            continue
+        if lw in _KEEP_IN_SHORT or bare in _MONTHS or (lw not in _STOP and lw not in _CHAT):
+            words.append(bare)
+    return " ".join(words)
+
+
+def _shorten(text: str, limit: int = MAX_SENTENCE) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _specifics(text: str) -> set[str]:
@@ -227,27 +880,22 @@ def _specifics(text: str) -> set[str]:
                                                and w.lower() not in _COMMON)} | set(_PATH.findall(text))
 
 
-def _topic(text: str) -> str:
-    first = next(iter(_sentences(text)), text.strip())
-    return _shorten(first, 80)
+@functools.lru_cache(maxsize=16384)
+def _words_of(text: str) -> frozenset[str]:
+    return frozenset(w.lower() for w in _WORD.findall(text))
 
 
-def _shorten(text: str, limit: int = MAX_SENTENCE) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _add(items: list[str], text: str) -> None:
+def _add(lines: list[_Line], line: _Line) -> None:
     """Append unless a kept line already says the same: mostly the same words and no number,
     name or path that the kept line lacks (so a changed value is never lost as a repeat)."""
-    text = _shorten(text)
-    if not text or text in items:
+    text = line.text
+    if not text or any(ln.text == text for ln in lines):
         return
-    words = {w.lower() for w in _WORD.findall(text)}
+    words = _words_of(text)
     if len(words) >= 4:
         new = _specifics(text)
-        for item in items:
-            seen = {w.lower() for w in _WORD.findall(item)}
-            if len(words & seen) >= 0.5 * len(words | seen) and new <= _specifics(item):
+        for item in lines[-200:]:
+            seen = _words_of(item.text)
+            if len(words & seen) >= 0.5 * len(words | seen) and new <= _specifics(item.text):
                 return
-    items.append(text)
+    lines.append(line)

@@ -260,7 +260,9 @@ def test_info_json_is_complete(run: Run, cmem: SessionMemory) -> None:
     assert data["message_count"] == 4 and data["hot_count"] == 4 and data["backlog"] == 4
     assert data["context"] == {"tokens": ctx.tokens, "window": 200_000,
                                "budget": cmem.config.context_budget,
-                               "usage": round(ctx.tokens / 200_000, 4)}
+                               "usage": round(ctx.tokens / 200_000, 4),
+                               "shape": "4 messages verbatim from #1", "first_seq": 1,
+                               "opening": [], "recalled": []}
     assert data["turns"] == 2 and data["warning"] is None and data["backend"] == "redis"
     assert data["encoding"].startswith("cl100k_base")
 
