@@ -171,21 +171,19 @@ class Score:
         return self.words / self.questions if self.questions else 0.0
 
 
-def evaluate(convs: list[Conversation], workdir: Path) -> tuple[dict[tuple[str, int], Score], int]:
+def evaluate(convs: list[Conversation], workdir: Path) -> dict[tuple[str, int], Score]:
+    """Every method's score at every budget, over all questions of all conversations."""
     scores: dict[tuple[str, int], Score] = {}
-    default_budget = 0
     for method in METHODS:
         for conv in convs:
-            for sc, budget, sent, tokens, q in _contexts(method, conv, workdir):
-                default_budget = default_budget or budget if sc == "default" else default_budget
-                score = scores.setdefault((method, budget), Score())
-                score.add(q, sent, tokens)
-            # the ingest time is recorded on the first budget's row only (it is per method)
-    return scores, default_budget
+            for budget, sent, tokens, q in _contexts(method, conv, workdir):
+                scores.setdefault((method, budget), Score()).add(q, sent, tokens)
+    return scores
 
 
 def _contexts(method: str, conv: Conversation,
-              workdir: Path) -> Iterator[tuple[str, int, Sent, int, Question]]:
+              workdir: Path) -> Iterator[tuple[int, Sent, int, Question]]:
+    """(budget, what was sent, its tokens, the question) for each question and budget."""
     if method in ("newest", "full"):
         mem = open_memory(None, workdir, backend="memory")
         try:
@@ -200,10 +198,10 @@ def _contexts(method: str, conv: Conversation,
                 else newest_that_fit(pairs, b)
             sent = Sent(text)
             for q in conv.questions:
-                yield ("default" if budget is None else "", b, sent, used, q)
+                yield b, sent, used, q
         return
     mem, sid, seconds = ingest(conv, workdir, STRATEGY[method])
-    TIMES.setdefault(method, [0.0, 0])
+    TIMES.setdefault(method, [0.0, 0.0])
     TIMES[method][0] += seconds
     TIMES[method][1] += len(conv.turns)
     try:
@@ -211,18 +209,18 @@ def _contexts(method: str, conv: Conversation,
             b = budget or mem.config.context_budget
             if method == "hybrid+query":
                 for q in conv.questions:
-                    ctx = mem.context(sid, b, query=q.question)  # type: ignore[call-arg]
-                    yield ("", b, Sent(sent_text(ctx)), ctx.tokens, q)
+                    ctx = mem.context(sid, b, query=q.question)
+                    yield b, Sent(sent_text(ctx)), ctx.tokens, q
             else:
                 ctx = mem.context(sid, b)
                 sent = Sent(sent_text(ctx))
                 for q in conv.questions:
-                    yield ("", b, sent, ctx.tokens, q)
+                    yield b, sent, ctx.tokens, q
     finally:
         mem.close()
 
 
-TIMES: dict[str, list[float]] = {}
+TIMES: dict[str, list[float]] = {}  # method -> [seconds appending, messages appended]
 
 
 def run(workdir: Path, quick: bool = False) -> Section:
@@ -234,7 +232,7 @@ def run(workdir: Path, quick: bool = False) -> Section:
     if quick:
         convs = convs[:2]
     TIMES.clear()
-    scores, _ = evaluate(convs, workdir)
+    scores = evaluate(convs, workdir)
     n_q = sum(len(c.questions) for c in convs)
     n_msgs = sum(len(c.turns) for c in convs)
     sec = Section(
