@@ -75,12 +75,16 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
         return Context(sid, tuple(whole), "", tuple(kept_memories), used + _cost(whole), budget,
                        window, first)
     strategy = c.strategy if c.enabled else "rolling_window"
+    archived = int(meta.get("flushed_seq", "0") or 0)  # the archive holds seq <= this
+    if archived <= start:  # nothing to read there: the common case of a young session
+        history = None
     opening = _opening(history, start, c.keep_first, budget // OPENING_SHARE, tokenizer)
     used += _cost(opening)
     floor = opening[-1].seq if opening else start  # verbatim, summary and recall lie above it
     summary_seq = int(meta.get("summary_seq", "0") or 0)
     summary_room = 0 if strategy == "rolling_window" else int(budget * c.summary_share)
     recall_room = int(budget * c.recall_share) if c.recall and history is not None else 0
+    # (with nothing archived the hot tier holds the whole session: no opening, no recall)
 
     older = _older(hot, sid, meta, history, floor, budget)
     room = budget - used - recall_room
@@ -208,6 +212,7 @@ def _older(hot: HotStore, sid: str, meta: Meta, history: History | None, floor: 
         if history is None:
             return
         low = low if low is not None else int(meta.get("last_seq", "0") or 0) + 1
+        low = min(low, int(meta.get("flushed_seq", "0") or 0) + 1)
         page = _page_size(budget, meta) // 2
         while low > floor + 1:
             got = history.before(low, floor, page)
@@ -267,22 +272,24 @@ class SummaryFolds:
 
     def __init__(self, summarizer: Summarizer, size: int = 256) -> None:
         self.summarizer, self.size = summarizer, size
-        self._folds: OrderedDict[str, tuple[str, int, tuple[str, ...], str]] = OrderedDict()
+        self._folds: OrderedDict[str, tuple[str, int, int, tuple[str, ...], str]] = OrderedDict()
         self._lock = threading.Lock()
 
     def fold(self, sid: str, stored: str, base: int, gap: list[Message], max_tokens: int) -> str:
-        """``stored`` (covering seq <= ``base``) with ``gap`` (in seq order) folded in."""
+        """``stored`` (covering seq <= ``base``) with ``gap`` (in seq order) folded in, within
+        ``max_tokens``."""
         ids = tuple(m.message_id for m in gap)
         with self._lock:
             hit = self._folds.get(sid)
-        if hit is not None and hit[:2] == (stored, base) and ids[: len(hit[2])] == hit[2]:
-            new, text = gap[len(hit[2]):], hit[3]
+        if hit is not None and hit[:3] == (stored, base, max_tokens) and \
+                ids[: len(hit[3])] == hit[3]:
+            new, text = gap[len(hit[3]):], hit[4]
         else:
             new, text = gap, stored
         if new:
             text = self.summarizer.summarize(text, new, max_tokens)
         with self._lock:
-            self._folds[sid] = (stored, base, ids, text)
+            self._folds[sid] = (stored, base, max_tokens, ids, text)
             self._folds.move_to_end(sid)
             while len(self._folds) > self.size:
                 self._folds.popitem(last=False)
@@ -294,14 +301,17 @@ def _summary(sid: str, stored: str, summary_seq: int, rest: _Older, shown: int, 
              tokenizer: Tokenizer) -> tuple[str, int]:
     """The summary of everything between the opening and the first verbatim message: the
     stored one, plus (offline) the turns it does not cover yet, shrunk evenly to ``room``.
-    Those turns are folded in only while they are at most ``FOLD_MAX_MESSAGES`` (the workers
-    keep them few); with the workers far behind, the stored summary alone is sent."""
+    Those turns are folded in once the workers have summarized the session and only while
+    they are at most ``FOLD_MAX_MESSAGES`` (the workers keep them few): with no worker, or the
+    workers far behind, the stored summary alone is sent and a read stays cheap."""
     room -= MESSAGE_OVERHEAD + tokenizer.count(summary_text(""))
     if room <= 16:
         return "", 0
     text = stored
     base = max(summary_seq, floor)
-    if folds is not None and 0 < shown - 1 - base <= FOLD_MAX_MESSAGES and c.summarize_older:
+    workers_summarized = summary_seq > floor or bool(stored)
+    if folds is not None and workers_summarized and 0 < shown - 1 - base <= FOLD_MAX_MESSAGES \
+            and c.summarize_older:
         gap: list[Message] = []  # newest first
         for m in rest:
             if m.seq <= base:
