@@ -83,6 +83,8 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
     floor = opening[-1].seq if opening else start  # verbatim, summary and recall lie above it
     summary_seq = int(meta.get("summary_seq", "0") or 0)
     summary_room = 0 if strategy == "rolling_window" else int(budget * c.summary_share)
+    if not meta.get("summary") and summary_seq <= floor:  # no summary to send: no share
+        summary_room = 0
     recall_room = int(budget * c.recall_share) if c.recall and history is not None else 0
     # (with nothing archived the hot tier holds the whole session: no opening, no recall)
 
