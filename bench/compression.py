@@ -1,5 +1,8 @@
 """Compression: tokens sent to the model per strategy, and how many planted facts survive.
 
+The conversation fits the default budget whole, and then every strategy sends all of it
+(invariant 6); so the strategies are compared at an 8,000-token budget, where they differ.
+
 The conversation of ``bench/conversation.py`` is appended turn by turn to a SessionMemory
 on the in-process ``memory`` backend, where flush and compaction run inline after each
 append exactly as an RQ worker would run them; then ``context()`` is what the model gets.
@@ -12,10 +15,10 @@ from pathlib import Path
 
 from bench import conversation
 from bench.common import Section, num, open_memory, verdict
-from hermes_redis.models import memories_text, summary_text
 
 STRATEGIES = ("none", "rolling_window", "summary", "hybrid")
 TARGET_SAVING = 0.40
+BUDGET = 8_000  # a third of the conversation: the strategies have to choose
 TARGET_FACTS = 0.90
 OTHER_SEEDS = (1, 2, 3, 42, 99)
 
@@ -35,11 +38,8 @@ def run_strategy(strategy: str, conv: conversation.Conversation, workdir: Path) 
         for role, text in conv.messages:
             mem.append(sid, role, text)
         seconds = time.perf_counter() - started
-        ctx = mem.context(sid)
-        sent = "\n".join(
-            [memories_text(ctx.memories)] * bool(ctx.memories)
-            + [summary_text(ctx.summary)] * bool(ctx.summary)
-            + [m.content for m in ctx.messages])
+        ctx = mem.context(sid, None if strategy == "none" else BUDGET)
+        sent = "\n".join(m["content"] for m in ctx.as_chat())
         survived = conv.survived(sent)
         return {"tokens": ctx.tokens, "messages": len(ctx.messages),
                 "summary_tokens": mem.tokenizer.count(ctx.summary) if ctx.summary else 0,
@@ -89,8 +89,14 @@ def run(workdir: Path, quick: bool = False) -> Section:
     if h["lost"]:
         sec.note("hybrid lost: " + ", ".join(f"`{x}`" for x in h["lost"]))  # type: ignore[union-attr]
     sec.note("Defaults: max_messages 50, keep_recent 10 turns, summary_max_tokens 2000, "
-             "offline extractive summarizer; context() at the default budget (192K).")
+             f"offline extractive summarizer; context() at {BUDGET:,} tokens (none: the "
+             "default budget, which holds every message), recall for the newest user message.")
     return sec
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}–{hi:.0%}"
 
 
 if __name__ == "__main__":
@@ -98,7 +104,3 @@ if __name__ == "__main__":
 
     print(run(scratch_dir()).render())
 
-
-def _span(values: list[float]) -> str:
-    lo, hi = min(values), max(values)
-    return f"{lo:.0%}" if f"{lo:.0%}" == f"{hi:.0%}" else f"{lo:.0%}–{hi:.0%}"
