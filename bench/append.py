@@ -166,7 +166,7 @@ def breakdown(url: str, workdir: Path, rounds: int, block: int) -> dict[str, flo
                                                 repr(time.time()), sid, "", msgs[k].message_id,
                                                 "", 0]),
             "+ RedisHot.append (keys, msgpack, retry guard)":
-                lambda: hot.append(msgs[nxt()], time.time(), ""),
+                lambda: hot.append([msgs[nxt()]], time.time(), ""),
             "+ SessionMemory.append (validation, tiktoken, Message)":
                 lambda: mem.append(sid, *items[nxt()]),
             "tiktoken count alone (for scale)":

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -29,7 +29,7 @@ T = TypeVar("T")
 LUA_DIR = Path(__file__).with_name("lua")
 log = logging.getLogger(__name__)
 
-DEDUPE_WINDOW = 64  # newest entries a retried append searches (append.lua: LRANGE -64 -1)
+DEDUPE_WINDOW = 64  # newest entries (plus the batch) a retried append searches (append.lua)
 
 
 def new_meta(user_id: str, title: str, now: float) -> Meta:
@@ -59,11 +59,14 @@ class HotStore(ABC):
         """Create the session; False if it exists already."""
 
     @abstractmethod
-    def append(self, msg: Message, now: float, title: str, full_text: str = "",
-               dedupe: bool = False) -> tuple[int, bool]:
-        """Store ``msg`` with the next seq; returns (seq, whether a flush must be enqueued).
-        ``full_text`` is an uncapped tool result kept until it is archived. ``dedupe``: if one
-        of the newest entries has this message_id already, return its seq and store nothing."""
+    def append(self, msgs: Sequence[Message], now: float, title: str,
+               full_texts: Mapping[str, str] | None = None,
+               dedupe: bool = False) -> tuple[list[int], bool]:
+        """Store ``msgs`` (one session's, in order) with the next consecutive seqs, atomically;
+        returns (their seqs, whether a flush must be enqueued). ``full_texts`` maps the
+        message_id of a capped tool result to its uncapped text, kept until it is archived.
+        ``dedupe``: if the newest entries hold these message_ids already (an earlier attempt
+        landed), return their seqs and store nothing."""
 
     @abstractmethod
     def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]: ...
@@ -204,34 +207,39 @@ class MemoryHot(HotStore):
             self._expire(sid, ttl)
             return True
 
-    def append(self, msg: Message, now: float, title: str, full_text: str = "",
-               dedupe: bool = False) -> tuple[int, bool]:
+    def append(self, msgs: Sequence[Message], now: float, title: str,
+               full_texts: Mapping[str, str] | None = None,
+               dedupe: bool = False) -> tuple[list[int], bool]:
+        sid = msgs[0].session_id
         with self._lock:
-            meta = self._live(msg.session_id)
+            meta = self._live(sid)
             if meta is None:
                 raise NotFoundError("NOSESSION")
             if meta["status"] != "active":
                 raise StateError(f"STATUS {meta['status']}")
             if dedupe:
-                for old in self._lists[msg.session_id][-DEDUPE_WINDOW:]:
-                    if old.message_id == msg.message_id:
-                        return old.seq, False
-            seq = int(meta["last_seq"]) + 1
-            self._lists[msg.session_id].append(_with_seq(msg, seq))
-            meta["last_seq"] = str(seq)
-            meta["message_count"] = str(int(meta["message_count"]) + 1)
-            meta["total_tokens"] = str(int(meta["total_tokens"]) + msg.token_count)
+                window = {m.message_id: m.seq
+                          for m in self._lists[sid][-(DEDUPE_WINDOW + len(msgs)):]}
+                if any(m.message_id in window for m in msgs):
+                    return [window.get(m.message_id, 0) for m in msgs], False
+            first = int(meta["last_seq"]) + 1
+            seqs = list(range(first, first + len(msgs)))
+            self._lists[sid].extend(_with_seq(m, seq) for m, seq in zip(msgs, seqs, strict=True))
+            meta["last_seq"] = str(seqs[-1])
+            meta["message_count"] = str(int(meta["message_count"]) + len(msgs))
+            meta["total_tokens"] = str(int(meta["total_tokens"]) + sum(m.token_count for m in msgs))
             meta["updated_at"] = repr(now)
             if title and not meta["title"]:
                 meta["title"] = title
-            if full_text:
-                self._full[msg.message_id] = full_text
-            self._index[msg.session_id] = now
-            self._dirty.setdefault(msg.session_id, now)
-            self._expires.pop(msg.session_id, None)
+            for message_id, text in (full_texts or {}).items():
+                if text:
+                    self._full[message_id] = text
+            self._index[sid] = now
+            self._dirty.setdefault(sid, now)
+            self._expires.pop(sid, None)
             enqueue = "pending" not in meta
             meta.setdefault("pending", repr(now))
-            return seq, enqueue
+            return seqs, enqueue
 
     def meta(self, sid: str) -> Meta | None:
         with self._lock:
@@ -450,20 +458,24 @@ class RedisHot(HotStore):
     def create(self, sid: str, meta: Meta, ttl: int) -> bool:
         return self.hydrate(sid, meta, [], ttl)
 
-    def append(self, msg: Message, now: float, title: str, full_text: str = "",
-               dedupe: bool = False) -> tuple[int, bool]:
-        sid = msg.session_id
+    def append(self, msgs: Sequence[Message], now: float, title: str,
+               full_texts: Mapping[str, str] | None = None,
+               dedupe: bool = False) -> tuple[list[int], bool]:
+        sid = msgs[0].session_id
         keys = [self.meta_key(sid), self.list_key(sid), self.index_key(), self.backlog_key(),
                 self.full_key(sid)]
-        args = [msg.pack(), msg.token_count, repr(now), sid, title, msg.message_id, full_text, 0]
+        full = full_texts or {}
+        args: list[Any] = [repr(now), sid, title, 0, len(msgs)]
+        for m in msgs:
+            args += [m.pack(), m.token_count, m.message_id, full.get(m.message_id, "")]
         script = self._scripts["append"]
 
         def attempt(n: int) -> Any:
-            args[-1] = 1 if n or dedupe else 0  # a retry first looks for an earlier attempt
+            args[3] = 1 if n or dedupe else 0  # a retry first looks for an earlier attempt
             return script(keys=keys, args=args)
 
         try:
-            seq, enqueue = self._retrying(attempt)
+            enqueue, *seqs = self._retrying(attempt)
         except redis.ResponseError as err:
             text = str(err)
             if text.startswith("NOSESSION"):
@@ -471,7 +483,7 @@ class RedisHot(HotStore):
             if text.startswith("STATUS"):
                 raise StateError(text) from None
             raise
-        return int(seq), bool(enqueue)
+        return [int(s) for s in seqs], bool(enqueue)
 
     def meta(self, sid: str) -> Meta | None:
         return _meta(self._call(lambda: self.client.hgetall(self.meta_key(sid))))

@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from hermes_redis import config as config_mod
@@ -44,6 +45,9 @@ from hermes_redis.summarizers import ChatSummarizer, ExtractiveSummarizer, Summa
 from hermes_redis.tokens import Tokenizer, get_tokenizer
 
 log = logging.getLogger(__name__)
+MAX_BATCH = 1000  # messages in one append_many call
+MESSAGE_FIELDS = frozenset(
+    ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at"))
 
 
 class SessionMemory:
@@ -105,48 +109,103 @@ class SessionMemory:
         sent again with the same id returns the stored message instead of a duplicate.
         ``created_at`` (Unix seconds, default now) is for importing a conversation with the
         times it was said; summaries and recalled excerpts show its date."""
+        item = {"role": role, "content": content, "tool_calls": tool_calls,
+                "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
+                "created_at": created_at}
+        return self._store(check_session_id(session_id), [item], one=True)[0]
+
+    def append_many(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+        """Store a whole turn (a user message, the assistant's reply, tool calls and results)
+        in one atomic Redis round trip, with consecutive seqs even while other processes
+        append. Each item is keyed like ``append``'s arguments (``role`` and ``content``
+        required). Every item is checked first: one bad item is an error naming it, and
+        nothing is stored. Retries with the same ``message_id``s return the stored turn."""
         sid = check_session_id(session_id)
-        if message_id is not None:
-            check_message_id(message_id)
-        role = check_role(role)
-        content = check_content(content, self.config.limits.max_content_bytes)
-        msg, full_text = self._new_message(sid, role, content, check_tool_calls(tool_calls),
-                                           check_refs(file_refs, "file_refs"),
-                                           check_refs(memory_refs, "memory_refs"), message_id,
-                                           check_created_at(created_at))
-        title = self._title(content) if role == "user" and self.config.session.auto_title else ""
-        seq, enqueue = self._append(msg, title, full_text, dedupe=message_id is not None)
+        if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+            raise ValidationError("messages must be a list of message objects")
+        if not messages:
+            raise ValidationError("messages is empty: send at least one message")
+        if len(messages) > MAX_BATCH:
+            raise ValidationError(f"{len(messages)} messages in one call, over the limit of "
+                                  f"{MAX_BATCH}: split the batch")
+        return self._store(sid, messages, one=False)
+
+    def _store(self, sid: str, items: Sequence[Mapping[str, Any]], one: bool) -> list[Message]:
+        checked = [self._checked(item, i, one) for i, item in enumerate(items)]
+        ids = [c["message_id"] for c in checked if c["message_id"] is not None]
+        if len(set(ids)) != len(ids):
+            raise ValidationError("two messages share one message_id: give each its own")
+        msgs, full = self._new_messages(sid, checked)
+        first_user = next((m.content for m in msgs if m.role == "user"), None)
+        title = self._title(first_user) if first_user and self.config.session.auto_title else ""
+        seqs, enqueue = self._append(msgs, title, full, dedupe=bool(ids))
         if enqueue:
             self._dispatch(sid)
-        return Message(**{**msg.__dict__, "seq": seq})
+        return [replace(m, seq=seq) for m, seq in zip(msgs, seqs, strict=True)]
 
-    def _append(self, msg: Message, title: str, full_text: str, dedupe: bool) -> tuple[int, bool]:
+    def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:
+        """One message's fields, validated; errors name the item (``messages[i]``)."""
+        where = "" if one else f"messages[{i}]: "
+        if not isinstance(item, Mapping):
+            raise ValidationError(f"{where}a message is an object with role and content, "
+                                  f"not {type(item).__name__}")
+        unknown = set(item) - MESSAGE_FIELDS
+        if unknown:
+            raise ValidationError(f"{where}unknown field {sorted(unknown)[0]!r}: use "
+                                  + ", ".join(sorted(MESSAGE_FIELDS)))
         try:
-            return self.hot.append(msg, time.time(), title, full_text, dedupe)
+            message_id = item.get("message_id")
+            return {
+                "role": check_role(item.get("role")),
+                "content": check_content(item.get("content"), self.config.limits.max_content_bytes),
+                "tool_calls": check_tool_calls(item.get("tool_calls")),
+                "file_refs": check_refs(item.get("file_refs"), "file_refs"),
+                "memory_refs": check_refs(item.get("memory_refs"), "memory_refs"),
+                "message_id": None if message_id is None else check_message_id(message_id),
+                "created_at": check_created_at(item.get("created_at")),
+            }
+        except ValidationError as err:
+            if one:
+                raise
+            raise ValidationError(f"{where}{err}") from None
+
+    def _append(self, msgs: list[Message], title: str, full: dict[str, str],
+                dedupe: bool) -> tuple[list[int], bool]:
+        sid = msgs[0].session_id
+        try:
+            return self.hot.append(msgs, time.time(), title, full, dedupe)
         except NotFoundError:
-            self._meta(msg.session_id)  # rebuilds an expired session from the archive
-            return self.hot.append(msg, time.time(), title, full_text, dedupe)
+            self._meta(sid)  # rebuilds an expired session from the archive
+            return self.hot.append(msgs, time.time(), title, full, dedupe)
         except StateError:
-            status = self._meta(msg.session_id)["status"]
-            raise StateError(f"session {msg.session_id} is {status}; "
+            status = self._meta(sid)["status"]
+            raise StateError(f"session {sid} is {status}; "
                              + ("restore it first" if status == "archived" else
                                 "start a new session")) from None
 
-    def _new_message(self, sid: str, role: str, content: str, tool_calls: str,
-                     file_refs: tuple[str, ...], memory_refs: tuple[str, ...],
-                     message_id: str | None = None,
-                     created_at: float | None = None) -> tuple[Message, str]:
-        full_text = ""
+    def _new_messages(self, sid: str,
+                      checked: list[dict[str, Any]]) -> tuple[list[Message], dict[str, str]]:
+        """The Messages to store (tokens counted in one batch; a tool result over
+        ``tool_result_max_tokens`` capped) and the full texts of the capped ones."""
         limit = self.config.session.tool_result_max_tokens
-        if role == "tool" and self.tokenizer.count(content) > limit:
-            where = "the archive" if self.config.session.save_tool_results else "nowhere (not saved)"
-            full_text = content if self.config.session.save_tool_results else ""
-            content = self.tokenizer.cap(content, limit, where)
-        msg = Message(sid, 0, role, content, self.tokenizer.count(content), tool_calls=tool_calls,
-                      file_refs=file_refs, memory_refs=memory_refs,
-                      message_id=message_id or new_message_id(),
-                      created_at=round(time.time(), 6) if created_at is None else created_at)
-        return msg, full_text
+        counts = self.tokenizer.count_many([c["content"] for c in checked])
+        now = round(time.time(), 6)
+        msgs: list[Message] = []
+        full: dict[str, str] = {}
+        for c, tokens in zip(checked, counts, strict=True):
+            content, message_id = c["content"], c["message_id"] or new_message_id()
+            if c["role"] == "tool" and tokens > limit:
+                keep = self.config.session.save_tool_results
+                if keep:
+                    full[message_id] = content
+                content = self.tokenizer.cap(content, limit,
+                                             "the archive" if keep else "nowhere (not saved)")
+                tokens = self.tokenizer.count(content)
+            msgs.append(Message(sid, 0, c["role"], content, tokens, tool_calls=c["tool_calls"],
+                                file_refs=c["file_refs"], memory_refs=c["memory_refs"],
+                                message_id=message_id,
+                                created_at=now if c["created_at"] is None else c["created_at"]))
+        return msgs, full
 
     def _title(self, content: str) -> str:
         first = " ".join(content[: 4 * self.config.limits.max_title_chars].split())

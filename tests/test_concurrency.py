@@ -33,3 +33,37 @@ def test_four_processes_append_2000_messages_to_one_session(config_factory):
     assert info.message_count == 2000
     assert info.total_tokens == sum(m.token_count for m in msgs)
     mem.close()
+
+
+def _turns(config, sid: str, worker: int, n: int) -> None:
+    mem = SessionMemory(config)
+    for i in range(n):
+        mem.append_many(sid, [{"role": "user", "content": f"p{worker} t{i} q"},
+                              {"role": "assistant", "content": f"p{worker} t{i} call",
+                               "tool_calls": [{"name": "grep"}]},
+                              {"role": "tool", "content": f"p{worker} t{i} result"},
+                              {"role": "assistant", "content": f"p{worker} t{i} answer"}])
+    mem.close()
+
+
+def test_turns_from_four_processes_stay_whole(config_factory):
+    """append_many: each 4-message turn gets 4 consecutive seqs, whoever else appends."""
+    config = config_factory("redis")
+    mem = SessionMemory(config)
+    sid = mem.create_session(user_id="load")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_turns, args=(config, sid, w, 100)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    msgs = mem.messages(sid)
+    assert [m.seq for m in msgs] == list(range(1, 1601))
+    for start in range(0, 1600, 4):  # every block of four is one turn, in order
+        block = [m.content.rsplit(" ", 1) for m in msgs[start:start + 4]]
+        assert len({head for head, _ in block}) == 1, block
+        assert [tail for _, tail in block] == ["q", "call", "result", "answer"]
+    info = mem.info(sid)
+    assert info.message_count == 1600 and info.total_tokens == sum(m.token_count for m in msgs)
+    mem.close()

@@ -21,11 +21,11 @@ def test_a_retried_append_is_not_stored_twice(rmem):
     hot.create(sid, new_meta("u", "", time.time()), 0)
     msg = Message(sid, 0, "user", "once", 1)
     keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(), hot.backlog_key(), hot.full_key(sid)]
-    args = [msg.pack(), 1, repr(time.time()), sid, "", msg.message_id, "", 0]
+    args = [repr(time.time()), sid, "", 0, 1, msg.pack(), 1, msg.message_id, ""]
     first = hot._scripts["append"](keys=keys, args=args)
-    args[-1] = 1  # the reply was lost: the client sends it again
+    args[3] = 1  # the reply was lost: the client sends it again
     again = hot._scripts["append"](keys=keys, args=args)
-    assert first[0] == again[0] == 1
+    assert first[1] == again[1] == 1
     assert hot.length(sid) == 1 and hot.meta(sid)["message_count"] == "1"
 
 

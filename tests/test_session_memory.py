@@ -260,3 +260,55 @@ def test_newest_user_message_is_always_in_and_capped(mem):
         assert ctx.tokens <= budget
         assert [m.seq for m in ctx.messages][-2:] == [2, 3]  # the newest turn, whole or capped
         assert ctx.messages[-2].content.startswith("the newest question")
+
+
+def test_append_many_stores_a_turn_in_order(mem):
+    sid = mem.create_session()
+    mem.append(sid, "user", "before")
+    big = "log line\n" * 3000
+    stored = mem.append_many(sid, [
+        {"role": "user", "content": "grep the logs"},
+        {"role": "assistant", "content": "calling grep", "tool_calls": [{"name": "grep"}]},
+        {"role": "tool", "content": big, "file_refs": ["app.log"]},
+        {"role": "assistant", "content": "found it"},
+    ])
+    assert [m.seq for m in stored] == [2, 3, 4, 5]
+    assert [m.seq for m in mem.messages(sid)] == [1, 2, 3, 4, 5]
+    assert stored[2].token_count <= mem.config.session.tool_result_max_tokens
+    assert stored[2].file_refs == ("app.log",) and stored[1].tool_calls == '[{"name":"grep"}]'
+    info = mem.info(sid)
+    assert info.message_count == 5 and info.title == "before"
+    assert info.total_tokens == sum(m.token_count for m in mem.messages(sid))
+    mem.flush(sid)
+    assert mem.cold.messages(sid)[3].content == big  # the full tool result is archived
+
+
+def test_append_many_retried_with_its_ids_stores_nothing_twice(mem):
+    from hermes_redis.models import new_message_id
+
+    sid = mem.create_session()
+    turn = [{"role": "user", "content": "q", "message_id": new_message_id()},
+            {"role": "assistant", "content": "a", "message_id": new_message_id()}]
+    first = mem.append_many(sid, turn)
+    again = mem.append_many(sid, turn)  # the reply was lost: the client sends it again
+    assert [m.seq for m in again] == [m.seq for m in first] == [1, 2]
+    assert mem.info(sid).message_count == 2
+
+
+@pytest.mark.parametrize("messages, error", [
+    ([], "messages is empty"),
+    ("hello", "must be a list"),
+    ([{"role": "user", "content": "ok"}, {"role": "bot", "content": "x"}],
+     r"messages\[1\]: unknown role 'bot'"),
+    ([{"role": "user", "content": "ok"}, {"role": "user", "content": "  "}],
+     r"messages\[1\]: content is empty"),
+    ([{"role": "user", "content": "ok", "colour": "red"}], r"messages\[0\]: unknown field 'colour'"),
+    ([{"role": "user", "content": "ok"}, "hi"], r"messages\[1\]: a message is an object"),
+    ([{"role": "user", "content": "a", "message_id": "0" * 32},
+      {"role": "user", "content": "b", "message_id": "0" * 32}], "share one message_id"),
+])
+def test_append_many_with_one_bad_message_stores_nothing(mem, messages, error):
+    sid = mem.create_session()
+    with pytest.raises(ValidationError, match=error):
+        mem.append_many(sid, messages)
+    assert mem.info(sid).message_count == 0 and mem.messages(sid) == []

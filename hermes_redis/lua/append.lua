@@ -1,38 +1,61 @@
--- Append one message: assign the next seq, stamp it into the payload, update counters,
--- index, backlog and TTL, all in one atomic step (invariants 1, 2, 5).
+-- Append a batch of messages (one, or a whole turn): consecutive seqs stamped into the
+-- payloads, counters, index, backlog and TTL updated, all in one atomic step
+-- (invariants 1, 2, 5).
 -- KEYS: meta, list, index, backlog, full
--- ARGV: payload, tokens, now, session_id, title, message_id, full_text, is_retry
+-- ARGV: now, session_id, title, is_retry, n, then n groups of (payload, tokens, message_id,
+--       full_text)
+-- Returns {enqueue, seq_1, ..., seq_n}.
 local meta, list, index, backlog, full = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now, sid, title, retry, n = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local status = redis.call('HGET', meta, 'status')
 if not status then return redis.error_reply('NOSESSION') end
 if status ~= 'active' then return redis.error_reply('STATUS ' .. status) end
-if ARGV[8] == '1' then
-  -- a retry after a dropped connection: the first attempt may have landed
-  for _, item in ipairs(redis.call('LRANGE', list, -64, -1)) do
-    if string.sub(item, 14, 45) == ARGV[6] then
+if retry == '1' then
+  -- a retry after a dropped connection: the first attempt may have landed, all of it
+  local want = {}
+  for i = 0, n - 1 do want[ARGV[8 + 4 * i]] = i + 2 end
+  local out, found = {0}, false
+  for _, item in ipairs(redis.call('LRANGE', list, -(64 + n), -1)) do
+    local at = want[string.sub(item, 14, 45)]
+    if at then
       local hi, lo = struct.unpack('>I4I4', item, 4)
-      return {hi * 4294967296 + lo, 0}
+      out[at] = hi * 4294967296 + lo
+      found = true
     end
   end
+  if found then
+    for i = 2, n + 1 do out[i] = out[i] or 0 end
+    return out
+  end
 end
-local seq = redis.call('HINCRBY', meta, 'last_seq', 1)
-local payload = ARGV[1]
--- bytes 4..11 hold seq as a big-endian uint64 (see models.SEQ_OFFSET)
-local stamped = string.sub(payload, 1, 3)
-  .. struct.pack('>I4I4', math.floor(seq / 4294967296), seq % 4294967296)
-  .. string.sub(payload, 12)
-redis.call('RPUSH', list, stamped)
-redis.call('HINCRBY', meta, 'message_count', 1)
-redis.call('HINCRBY', meta, 'total_tokens', tonumber(ARGV[2]))
-redis.call('HSET', meta, 'updated_at', ARGV[3])
-if ARGV[5] ~= '' and (redis.call('HGET', meta, 'title') or '') == '' then
-  redis.call('HSET', meta, 'title', ARGV[5])
+local last = redis.call('HINCRBY', meta, 'last_seq', n)
+local out = {0}
+local stamped = {}
+local tokens = 0
+for i = 0, n - 1 do
+  local seq = last - n + 1 + i
+  local payload = ARGV[6 + 4 * i]
+  -- bytes 4..11 hold seq as a big-endian uint64 (see models.SEQ_OFFSET)
+  stamped[i + 1] = string.sub(payload, 1, 3)
+    .. struct.pack('>I4I4', math.floor(seq / 4294967296), seq % 4294967296)
+    .. string.sub(payload, 12)
+  tokens = tokens + tonumber(ARGV[7 + 4 * i])
+  if ARGV[9 + 4 * i] ~= '' then redis.call('HSET', full, ARGV[8 + 4 * i], ARGV[9 + 4 * i]) end
+  out[i + 2] = seq
 end
-if ARGV[7] ~= '' then redis.call('HSET', full, ARGV[6], ARGV[7]) end
-redis.call('ZADD', index, ARGV[3], ARGV[4])
-redis.call('ZADD', backlog, 'NX', ARGV[3], ARGV[4])
+for i = 1, #stamped, 1000 do  -- unpack() has a stack limit
+  redis.call('RPUSH', list, unpack(stamped, i, math.min(i + 999, #stamped)))
+end
+redis.call('HINCRBY', meta, 'message_count', n)
+redis.call('HINCRBY', meta, 'total_tokens', tokens)
+redis.call('HSET', meta, 'updated_at', now)
+if title ~= '' and (redis.call('HGET', meta, 'title') or '') == '' then
+  redis.call('HSET', meta, 'title', title)
+end
+redis.call('ZADD', index, now, sid)
+redis.call('ZADD', backlog, 'NX', now, sid)
 -- unarchived turns must outlive any TTL: the flush sets the expiry again
 redis.call('PERSIST', meta)
 redis.call('PERSIST', list)
-local enqueue = redis.call('HSETNX', meta, 'pending', ARGV[3])
-return {seq, enqueue}
+out[1] = redis.call('HSETNX', meta, 'pending', now)
+return out
