@@ -25,10 +25,10 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Any, Protocol
 
 from hermes_redis.config import Compression
-from hermes_redis.hot import HotStore, Meta
+from hermes_redis.hot import HotStore, Meta, page_size
 from hermes_redis.models import Context, Message, memories_text, recalled_text, summary_text
 from hermes_redis.summarizers import Summarizer
 from hermes_redis.tokens import MESSAGE_OVERHEAD, Tokenizer
@@ -65,11 +65,13 @@ def _cost(messages: Sequence[Message]) -> int:
 def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], budget: int,
                   window: int, tokenizer: Tokenizer, *, history: History | None = None,
                   compression: Compression | None = None, folds: SummaryFolds | None = None,
-                  query: str | None = None) -> Context:
+                  query: str | None = None,
+                  first_page: tuple[list[Any], int] | None = None) -> Context:
+    """``first_page``: the newest page of the hot list already read with the meta."""
     c = compression or Compression()
     kept_memories, used = _fit_memories(memories, budget, tokenizer)
     start = int(meta.get("cleared_seq", "0") or 0)
-    whole = _whole(meta, history, budget, used, c.threshold)
+    whole = _whole(meta, history, budget, used, c.threshold, _all_hot(hot, sid, meta, first_page))
     if whole is not None:
         first = whole[0].seq if whole else int(meta.get("last_seq", "0") or 0) + 1
         return Context(sid, tuple(whole), "", tuple(kept_memories), used + _cost(whole), budget,
@@ -88,7 +90,7 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
     recall_room = int(budget * c.recall_share) if c.recall and history is not None else 0
     # (with nothing archived the hot tier holds the whole session: no opening, no recall)
 
-    older = _older(hot, sid, meta, history, floor, budget)
+    older = _older(hot, sid, meta, history, floor, budget, first_page)
     room = budget - used - recall_room
     picked, rest = _newest(older, room, budget - used, tokenizer,
                            turn_only=strategy == "summary")
@@ -141,17 +143,35 @@ def _turn_start(picked: list[Message]) -> int:
     return 0
 
 
-def _whole(meta: Meta, history: History | None, budget: int, used: int,
-           threshold: float) -> list[Message] | None:
-    """Every message since the last clear, when the session's counters say it fits within
-    ``threshold`` × the budget (checked again on what was read); None when it does not."""
-    if history is None:
+def _all_hot(hot: HotStore, sid: str, meta: Meta,
+             first_page: tuple[list[Any], int] | None) -> list[Message] | None:
+    """Every message of the session, oldest first, when the page already read holds the
+    whole list and the list holds every message (its length is the message count)."""
+    if first_page is None:
         return None
+    entries, asked = first_page
+    if len(entries) >= asked or len(entries) != int(meta.get("message_count", "0") or 0):
+        return None
+    return list(hot.tail(sid, asked, first=first_page))[::-1]
+
+
+def _whole(meta: Meta, history: History | None, budget: int, used: int, threshold: float,
+           all_hot: list[Message] | None = None) -> list[Message] | None:
+    """Every message since the last clear, when the session's counters say it fits within
+    ``threshold`` × the budget (checked again on what was read); None when it does not.
+    ``all_hot``: the whole session from the hot tier, when it holds all of it (then the
+    archive is not read)."""
     room = min(int(budget * threshold), budget - used)
     count = int(meta.get("message_count", "0") or 0)
     if int(meta.get("total_tokens", "0") or 0) + count * MESSAGE_OVERHEAD > room:
         return None
-    messages = history.since(int(meta.get("cleared_seq", "0") or 0))
+    after = int(meta.get("cleared_seq", "0") or 0)
+    if all_hot is not None:
+        messages: list[Message] | None = [m for m in all_hot if m.seq > after]
+    elif history is None:
+        return None
+    else:
+        messages = history.since(after)
     if messages is None or _cost(messages) > room:
         return None
     return messages
@@ -203,10 +223,10 @@ class _Older:
 
 
 def _older(hot: HotStore, sid: str, meta: Meta, history: History | None, floor: int,
-           budget: int) -> _Older:
+           budget: int, first_page: tuple[list[Any], int] | None) -> _Older:
     def gen() -> Iterator[Message]:
         low = None
-        for m in hot.tail(sid, page_size=_page_size(budget, meta)):
+        for m in hot.tail(sid, page_size=page_size(budget, meta), first=first_page):
             if m.seq <= floor:
                 return
             low = m.seq
@@ -215,7 +235,7 @@ def _older(hot: HotStore, sid: str, meta: Meta, history: History | None, floor: 
             return
         low = low if low is not None else int(meta.get("last_seq", "0") or 0) + 1
         low = min(low, int(meta.get("flushed_seq", "0") or 0) + 1)
-        page = _page_size(budget, meta) // 2
+        page = page_size(budget, meta) // 2
         while low > floor + 1:
             got = history.before(low, floor, page)
             if got is None:
@@ -390,14 +410,6 @@ def _capped(m: Message, room: int, tokenizer: Tokenizer) -> Message | None:
         return None
     content = tokenizer.cap(m.content, limit, "the archive")
     return replace(m, content=content, token_count=tokenizer.count(content)) if content else None
-
-
-def _page_size(budget: int, meta: Meta) -> int:
-    """About as many messages as the budget holds at the session's mean size (its counters),
-    plus a margin, so one read usually does; entries past the budget are never decoded."""
-    count = int(meta.get("message_count", "0") or 0)
-    mean = max(1, int(meta.get("total_tokens", "0") or 0)) / count if count > 0 else 64
-    return max(16, min(1024, int(budget / (mean + MESSAGE_OVERHEAD) * 1.25) + 8))
 
 
 def _fit_memories(memories: Sequence[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str], int]:

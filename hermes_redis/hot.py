@@ -14,11 +14,13 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import msgpack
 import redis
 
 from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError
@@ -29,6 +31,7 @@ T = TypeVar("T")
 LUA_DIR = Path(__file__).with_name("lua")
 log = logging.getLogger(__name__)
 
+MEMORIES_CACHE_TTL = 3600  # a cached memory list lives at most this long (seconds)
 DEDUPE_WINDOW = 64  # newest entries (plus the batch) a retried append searches (append.lua)
 
 
@@ -47,6 +50,30 @@ def new_meta(user_id: str, title: str, now: float) -> Meta:
         "flushed_seq": "0",
         "cleared_seq": "0",
     }
+
+
+def page_size(budget: int, meta: Meta) -> int:
+    """About as many messages as the budget holds at the session's mean size (its counters),
+    plus a margin, so one read usually does (read.lua computes the same)."""
+    count = int(meta.get("message_count", "0") or 0)
+    mean = max(1, int(meta.get("total_tokens", "0") or 0)) / count if count > 0 else 64
+    return max(16, min(1024, int(budget / (mean + 4) * 1.25) + 8))
+
+
+@dataclass(frozen=True)
+class HotRead:
+    """One ``HotStore.read``: the meta, the newest page (entries, size asked for) and the
+    user's cached memories with their cache generation."""
+
+    meta: Meta | None
+    entries: list[Any]
+    size: int
+    memories: list[str] | None
+    memories_gen: int
+
+    @property
+    def first(self) -> tuple[list[Any], int]:
+        return self.entries, self.size
 
 
 class HotStore(ABC):
@@ -138,20 +165,52 @@ class HotStore(ABC):
         when appends land in between (and forget would miss them)."""
         return self.page(sid, 0, sys.maxsize)
 
-    def tail(self, sid: str, page_size: int = 64) -> Iterator[Message]:
+    def tail(self, sid: str, page_size: int = 64,
+             first: tuple[list[Any], int] | None = None) -> Iterator[Message]:
         """Newest first, paging backwards; an entry is decoded only when the caller reaches
-        it, so a reader that stops early (``context()``) pays for what it uses."""
+        it, so a reader that stops early (``context()``) pays for what it uses. ``first``:
+        the newest page already read (its entries, the size asked for), from ``read``."""
         skip, newest = 0, sys.maxsize
         while True:
-            entries = self._entries(sid, skip, page_size)
+            if first is not None:
+                (entries, asked), first = first, None
+            else:
+                entries, asked = self._entries(sid, skip, page_size), page_size
             for entry in reversed(entries):
                 m = self._entry(sid, entry)
                 if m is not None and m.seq < newest:  # appends between pages shift the window
                     newest = m.seq
                     yield m
-            if len(entries) < page_size:
+            if len(entries) < asked:
                 return
-            skip += page_size
+            skip += asked
+
+    def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
+        """What ``context()`` needs, in one round trip on Redis: the meta (None: no session),
+        the newest page of the list sized for ``budget``, and ``user_id``'s cached persistent
+        memories (None: not cached). An active session's TTL is renewed as ``touch`` renews
+        it unless ``ttl`` is None."""
+        meta = self.meta(sid)
+        if meta is None:
+            return HotRead(None, [], 0, None, 0)
+        if ttl is not None and meta["status"] == "active":
+            self.touch(sid, ttl)
+        size = page_size(budget, meta)
+        cached, gen = self.cached_memories(user_id) if user_id is not None else (None, 0)
+        return HotRead(meta, self._entries(sid, 0, size), size, cached, gen)
+
+    @abstractmethod
+    def cached_memories(self, user_id: str) -> tuple[list[str] | None, int]:
+        """The user's persistent memories as cached (None: not cached) and the cache's
+        generation, for ``cache_memories``."""
+
+    @abstractmethod
+    def cache_memories(self, user_id: str, gen: int, memories: list[str]) -> None:
+        """Cache ``memories`` unless they changed since generation ``gen`` was read."""
+
+    @abstractmethod
+    def memories_changed(self, user_id: str) -> None:
+        """Drop the user's cached memories (after the archive committed a change)."""
 
     def _entries(self, sid: str, skip: int, count: int) -> list[Any]:
         """The stored entries ``page`` would return, not yet decoded."""
@@ -181,6 +240,23 @@ class MemoryHot(HotStore):
         self._index: dict[str, float] = {}
         self._dirty: dict[str, float] = {}
         self._full: dict[str, str] = {}
+        self._memories: dict[str, list[str]] = {}
+        self._memories_gen: dict[str, int] = {}
+
+    def cached_memories(self, user_id: str) -> tuple[list[str] | None, int]:
+        with self._lock:
+            cached = self._memories.get(user_id)
+            return (None if cached is None else list(cached)), self._memories_gen.get(user_id, 0)
+
+    def cache_memories(self, user_id: str, gen: int, memories: list[str]) -> None:
+        with self._lock:
+            if self._memories_gen.get(user_id, 0) == gen:
+                self._memories[user_id] = list(memories)
+
+    def memories_changed(self, user_id: str) -> None:
+        with self._lock:
+            self._memories_gen[user_id] = self._memories_gen.get(user_id, 0) + 1
+            self._memories.pop(user_id, None)
 
     def _live(self, sid: str) -> Meta | None:
         deadline = self._expires.get(sid)
@@ -397,6 +473,12 @@ class RedisHot(HotStore):
     def index_key(self) -> str:
         return f"{self.prefix}:sessions"
 
+    def memories_key(self, user_id: str) -> str:
+        return f"{self.prefix}:{{user:{user_id}}}:memories"
+
+    def memories_gen_key(self, user_id: str) -> str:
+        return f"{self.prefix}:{{user:{user_id}}}:memories-gen"
+
     def backlog_key(self) -> str:
         return f"{self.prefix}:backlog"
 
@@ -487,6 +569,44 @@ class RedisHot(HotStore):
 
     def meta(self, sid: str) -> Meta | None:
         return _meta(self._call(lambda: self.client.hgetall(self.meta_key(sid))))
+
+    def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
+        def run() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            self._scripts["read"](keys=[self.meta_key(sid), self.list_key(sid)],
+                                  args=[-1 if ttl is None else ttl, budget], client=pipe)
+            if user_id is not None:
+                pipe.get(self.memories_key(user_id))
+                pipe.get(self.memories_gen_key(user_id))
+            return list(pipe.execute())
+
+        got = self._call(run)
+        cached, gen = (_memories(got[1]), int(got[2] or 0)) if user_id is not None else (None, 0)
+        if not got[0]:
+            return HotRead(None, [], 0, cached, gen)
+        fields, entries, size = got[0]
+        raw = dict(zip(fields[::2], fields[1::2], strict=True))
+        return HotRead(_meta(raw), list(entries), int(size), cached, gen)
+
+    def cached_memories(self, user_id: str) -> tuple[list[str] | None, int]:
+        raw, gen = self._call(lambda: self.client.mget(
+            [self.memories_key(user_id), self.memories_gen_key(user_id)]))
+        return _memories(raw), int(gen or 0)
+
+    def cache_memories(self, user_id: str, gen: int, memories: list[str]) -> None:
+        keys = [self.memories_key(user_id), self.memories_gen_key(user_id)]
+        args = [gen, msgpack.packb(memories), MEMORIES_CACHE_TTL]
+        self._call(lambda: self._scripts["cache_memories"](keys=keys, args=args))
+
+    def memories_changed(self, user_id: str) -> None:
+        def run() -> None:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.incr(self.memories_gen_key(user_id))
+            pipe.expire(self.memories_gen_key(user_id), 7 * 86400)
+            pipe.delete(self.memories_key(user_id))
+            pipe.execute()
+
+        self._call(run)
 
     def metas(self, sids: list[str]) -> list[Meta | None]:
         def run() -> list[Any]:
@@ -594,6 +714,10 @@ class RedisHot(HotStore):
     def backlog_sessions(self, older_than: float) -> list[str]:
         raw = self._call(lambda: self.client.zrangebyscore(self.backlog_key(), "-inf", older_than))
         return [s.decode() for s in raw]
+
+
+def _memories(raw: bytes | None) -> list[str] | None:
+    return None if raw is None else [str(m) for m in msgpack.unpackb(raw, raw=False)]
 
 
 def _meta(raw: dict[bytes, bytes]) -> Meta | None:

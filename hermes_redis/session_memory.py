@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -59,6 +60,7 @@ class SessionMemory:
         self.cold = archive or Archive(self.config.archive_path)
         self.offline_summarizer = ExtractiveSummarizer(self.tokenizer)
         self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
+        self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
         self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
                                      self.tokenizer)
         self._enqueue: Callable[[str], None] = (
@@ -278,23 +280,53 @@ class SessionMemory:
         relevant to it into ``recalled`` (default: the newest user message; "" for none).
         ``touch=False`` reads without renewing the TTL (``info`` observes, it is not activity)."""
         sid = check_session_id(session_id)
-        meta = self._meta(sid)
+        budget = self._budget(budget)
+        ttl = self.config.session.ttl if touch else None
+        asked = self._users.get(sid)
+        read = self.hot.read(sid, ttl, budget, asked)
+        meta = read.meta
+        if meta is None:  # expired: rebuilt from the archive, then read again
+            self._meta(sid)
+            read = self.hot.read(sid, ttl, budget, asked)
+            meta = read.meta or self._meta(sid)
         if meta["status"] != "active":
             raise StateError(f"session {sid} is {meta['status']}; restore it to load its context")
-        budget = self._budget(budget)
-        try:
-            memories = [m["content"] for m in self.cold.memories(meta["user_id"])]
-        except BackendUnavailableError as err:  # the hot tier alone still gives a context
-            log.warning("%s; context built without persistent memories", err)
-            memories = []
-        if touch:
-            self.hot.touch(sid, self.config.session.ttl)
+        user = meta["user_id"]
+        self._remember_user(sid, user)
+        if asked == user and read.memories is not None:
+            memories = read.memories
+        else:
+            memories = self._load_memories(user, read.memories_gen if asked == user else None)
         history = SessionHistory(sid, self.maintainer, self.cold, self.tokenizer,
                                  self.config.session.tool_result_max_tokens)
         return build_context(self.hot, sid, meta, memories, budget,
                              self.config.model.context_window, self.tokenizer, history=history,
                              compression=self.config.session.compression,
-                             folds=self.folds, query=query)
+                             folds=self.folds, query=query,
+                             first_page=read.first if read.meta is not None else None)
+
+    def _remember_user(self, sid: str, user: str) -> None:
+        """Sessions never change user: knowing it lets the next read fetch the user's cached
+        memories in the same round trip as the session."""
+        self._users[sid] = user
+        self._users.move_to_end(sid)
+        while len(self._users) > 10_000:
+            self._users.popitem(last=False)
+
+    def _load_memories(self, user: str, gen: int | None) -> list[str]:
+        """The user's persistent memories: cached in the hot tier, else read from the archive
+        and cached (``gen``: the cache generation already read, None when not yet)."""
+        try:
+            if gen is None:
+                cached, gen = self.hot.cached_memories(user)
+                if cached is not None:
+                    return cached
+            memories = [m["content"] for m in self.cold.memories(user)]
+        except BackendUnavailableError as err:  # the hot tier alone still gives a context
+            log.warning("%s; context built without persistent memories", err)
+            return []
+        self.hot.cache_memories(user, gen, memories)
+        return memories
 
     def _budget(self, budget: int | None) -> int:
         if budget is None:
@@ -459,7 +491,10 @@ class SessionMemory:
         text = check_content(text, self.config.limits.max_content_bytes)
         if session_id is not None:
             check_session_id(session_id)
-        return self.cold.remember(user_id, text.strip(), self.tokenizer.count(text), session_id)
+        memory_id = self.cold.remember(user_id, text.strip(), self.tokenizer.count(text),
+                                       session_id)
+        self.hot.memories_changed(user_id)  # after the commit: the next read loads it
+        return memory_id
 
     def memories(self, user_id: str) -> list[dict[str, Any]]:
         return self.cold.memories(_check_user(user_id))

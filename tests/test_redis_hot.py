@@ -52,3 +52,57 @@ def test_prefixes_isolate_deployments(config_factory):
     sid = a.create_session()
     a.append(sid, "user", "only in a")
     assert sid not in [s.session_id for s in b.list_sessions()]
+
+
+def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_factory):
+    """A session the hot tier holds whole: meta, page, TTL and the user's cached memories
+    come in one pipeline; the archive is not read."""
+    from hermes_redis import SessionMemory
+
+    mem = SessionMemory(config_factory("redis"))
+    sid = mem.create_session(user_id="ann")
+    mem.remember("ann", "prefers tabs")
+    for i in range(10):
+        mem.append(sid, "user", f"question {i}")
+        mem.append(sid, "assistant", f"answer {i}")
+    mem.context(sid)  # learns the session's user, caches the memories
+    trips: list[str] = []
+    sql: list[str] = []
+    client = mem.hot.client
+    pipeline, execute_command = client.pipeline, client.execute_command
+
+    def counted_pipeline(*a, **k):  # type: ignore[no-untyped-def]
+        pipe = pipeline(*a, **k)
+        run = pipe.execute
+        pipe.execute = lambda *x, **y: trips.append("pipeline") or run(*x, **y)
+        return pipe
+
+    client.pipeline = counted_pipeline
+    client.execute_command = lambda *a, **k: trips.append(str(a[0])) or execute_command(*a, **k)
+    read = mem.cold._read
+    mem.cold._read = lambda q, args=(): sql.append(q) or read(q, args)  # type: ignore[method-assign]
+    ctx = mem.context(sid)
+    assert trips == ["pipeline"] and sql == []
+    assert ctx.memories == ("prefers tabs",) and len(ctx.messages) == 20
+    mem.close()
+
+
+def test_a_memory_remembered_elsewhere_reaches_the_next_context(config_factory):
+    """The memory cache is per user in Redis: another process's remember() invalidates it."""
+    from hermes_redis import SessionMemory
+
+    config = config_factory("redis")
+    reader, writer = SessionMemory(config), SessionMemory(config)
+    sid = reader.create_session(user_id="bo")
+    reader.append(sid, "user", "hello")
+    assert reader.context(sid).memories == ()
+    assert reader.context(sid).memories == ()  # now from the cache
+    writer.remember("bo", "项目用 PostgreSQL，不用 MySQL")
+    assert reader.context(sid).memories == ("项目用 PostgreSQL，不用 MySQL",)
+    # a reader that read the generation before a change cannot cache the stale list over it
+    _, gen = reader.hot.cached_memories("bo")
+    writer.remember("bo", "answers in English")
+    reader.hot.cache_memories("bo", gen, ["stale"])
+    assert reader.context(sid).memories == ("项目用 PostgreSQL，不用 MySQL", "answers in English")
+    reader.close()
+    writer.close()

@@ -1,0 +1,26 @@
+-- What context() needs from Redis, in one step: the meta, the newest page of the list (as
+-- many entries as the budget holds at the session's mean size, as context._page_size
+-- computes it) and, for an active session, the TTL renewed as touch.lua renews it.
+-- KEYS: meta, list   ARGV: ttl (-1: do not touch), budget
+-- Returns {meta as a flat list, entries, page size}; {} when there is no session.
+local meta, list = KEYS[1], KEYS[2]
+local fields = redis.call('HGETALL', meta)
+if #fields == 0 then return {} end
+local m = {}
+for i = 1, #fields, 2 do m[fields[i]] = fields[i + 1] end
+local ttl = tonumber(ARGV[1])
+if ttl >= 0 and m['status'] == 'active' then
+  if ttl > 0 and tonumber(m['flushed_seq'] or '0') >= tonumber(m['last_seq'] or '0') then
+    redis.call('EXPIRE', meta, ttl)
+    redis.call('EXPIRE', list, ttl)
+  else
+    redis.call('PERSIST', meta)
+    redis.call('PERSIST', list)
+  end
+end
+local count = tonumber(m['message_count'] or '0')
+local mean = 64
+if count > 0 then mean = math.max(1, tonumber(m['total_tokens'] or '0')) / count end
+local page = math.floor(tonumber(ARGV[2]) / (mean + 4) * 1.25) + 8
+page = math.max(16, math.min(1024, page))
+return {fields, redis.call('LRANGE', list, -page, -1), page}
