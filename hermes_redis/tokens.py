@@ -30,10 +30,10 @@ class Tokenizer:
         return len(self._enc.encode(text, disallowed_special=()))
 
     def count_many(self, texts: list[str]) -> list[int]:
-        """``count`` of each text, in one tiktoken batch."""
-        if len(texts) == 1:
-            return [self.count(texts[0])]
-        return [len(ids) for ids in self._enc.encode_ordinary_batch(texts)]
+        """``count`` of each text. A loop, not tiktoken's ``encode_ordinary_batch``: that one
+        starts a thread pool per call, and for a turn of 4 messages it took 597 µs against
+        90 µs for the loop (405 µs with ``num_threads=1``), measured here."""
+        return [self.count(t) for t in texts]
 
     def count_message(self, text: str) -> int:
         return self.count(text) + MESSAGE_OVERHEAD
