@@ -416,6 +416,8 @@ class MemoryHot(HotStore):
 
     def drop(self, sid: str) -> None:
         with self._lock:
+            for m in self._lists.get(sid, []):
+                self._full.pop(m.message_id, None)
             for table in (self._meta, self._lists, self._expires, self._index, self._dirty):
                 table.pop(sid, None)
 
@@ -674,13 +676,10 @@ class RedisHot(HotStore):
         return bool(self._call(lambda: self._scripts["hydrate"](keys=keys, args=args)))
 
     def set_fields(self, sid: str, fields: Meta) -> None:
-        key = self.meta_key(sid)
-
-        def run() -> None:
-            if self.client.exists(key):
-                self.client.hset(key, mapping=fields)
-
-        self._call(run)
+        if not fields:
+            return
+        args = [x for kv in fields.items() for x in kv]
+        self._call(lambda: self._scripts["set_fields"](keys=[self.meta_key(sid)], args=args))
 
     def clear_pending(self, sid: str) -> None:
         self._call(lambda: self.client.hdel(self.meta_key(sid), "pending"))

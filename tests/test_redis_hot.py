@@ -106,3 +106,29 @@ def test_a_memory_remembered_elsewhere_reaches_the_next_context(config_factory):
     assert reader.context(sid).memories == ("项目用 PostgreSQL，不用 MySQL", "answers in English")
     reader.close()
     writer.close()
+
+
+def test_set_fields_never_recreates_a_gone_session(rmem):
+    """The check and the write are one script now (EXISTS then HSET raced an expiry and could
+    recreate a hash of just these fields, with no TTL); this pins the semantics, not the race."""
+    sid = rmem.create_session()
+    rmem.hot.drop(sid)
+    rmem.hot.set_fields(sid, {"status": "archived"})
+    assert not rmem.hot.client.exists(rmem.hot.meta_key(sid))
+    live = rmem.create_session()
+    rmem.hot.set_fields(live, {"status": "archived", "title": "t"})
+    assert rmem.hot.meta(live)["status"] == "archived" and rmem.hot.meta(live)["title"] == "t"
+
+
+def test_memory_hot_drop_forgets_full_texts(config_factory):
+    from hermes_redis import SessionMemory
+
+    mem = SessionMemory(config_factory("memory", save_tool_results=True))
+    sid = mem.create_session()
+    hot = mem.hot
+    msg = Message(sid, 0, "tool", "capped", 1)
+    hot.append([msg], time.time(), "", {msg.message_id: "the whole text"})
+    assert hot.full_texts(sid, [msg.message_id])
+    hot.drop(sid)
+    assert hot._full == {}
+    mem.close()
