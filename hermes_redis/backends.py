@@ -3,6 +3,7 @@ here and only here: one pool from one URL, timeouts set once."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 import redis
@@ -13,6 +14,7 @@ from hermes_redis.errors import BackendUnavailableError, ConfigError
 from hermes_redis.hot import HotStore, MemoryHot, RedisHot, redact_url
 
 FLUSH_JOB = "workers.jobs.flush_session"
+log = logging.getLogger(__name__)
 
 
 def redis_url(config: Config) -> str:
@@ -37,7 +39,47 @@ def open_hot(config: Config) -> HotStore:
     url = redis_url(config)
     store = RedisHot(connect(url, config), config.redis.key_prefix, url, config.redis.retries)
     store.ping()
+    check_server(store, config)
     return store
+
+
+def check_server(store: RedisHot, config: Config) -> None:
+    """Refuse a Redis that may evict keys without a TTL (``allkeys-*`` policies): an evicted
+    session loses acknowledged turns before a worker archives them. ``noeviction`` and the
+    ``volatile-*`` policies are safe: a session with unarchived turns has no TTL (invariant
+    2), so only archived sessions can be evicted, and they rebuild from the archive.
+    ``redis.allow_eviction: true`` accepts the risk, loudly.
+    A Redis that does not allow CONFIG (managed services) is used, with a warning saying
+    what could not be checked; one that persists nothing gets a warning."""
+    try:
+        got = store.client.config_get("maxmemory-policy")
+        persist = store.client.config_get("appendonly") | store.client.config_get("save")
+    except redis.ResponseError as err:
+        log.warning("cannot read the configuration of Redis at %s (%s): make sure its "
+                    "maxmemory-policy is noeviction and it persists (AOF)", store.url, err)
+        return
+    except (redis.ConnectionError, redis.TimeoutError) as err:
+        raise BackendUnavailableError(f"cannot reach Redis at {store.url} ({err})") from None
+    policy = _text(got.get("maxmemory-policy", got.get(b"maxmemory-policy", "")))
+    if policy.startswith("allkeys-"):
+        if not config.redis.allow_eviction:
+            raise ConfigError(
+                f"Redis at {store.url} evicts keys under memory pressure (maxmemory-policy "
+                f"{policy}): acknowledged turns could be lost before a worker archives them. "
+                "Run `CONFIG SET maxmemory-policy noeviction` (or a volatile-* policy; and set it "
+                "in redis.conf), or "
+                f"set redis.allow_eviction: true in {config.source} to accept the risk")
+        log.warning("RISK ACCEPTED (redis.allow_eviction): Redis at %s evicts keys "
+                    "(maxmemory-policy %s); turns not yet archived can be lost", store.url, policy)
+    aof = _text(persist.get("appendonly", persist.get(b"appendonly", "")))
+    save = _text(persist.get("save", persist.get(b"save", "")))
+    if aof == "no" and not save.strip():
+        log.warning("Redis at %s persists nothing (no AOF, no RDB snapshots): a restart loses "
+                    "every turn not yet archived; enable appendonly yes", store.url)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
 def rq_dispatcher(store: RedisHot, queue_name: str) -> Callable[[str], None]:

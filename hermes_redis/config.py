@@ -58,6 +58,7 @@ class Redis:
     queue: str = "hermes"
     socket_timeout: float = 5.0
     retries: int = 3
+    allow_eviction: bool = False
 
 
 @dataclass(frozen=True)

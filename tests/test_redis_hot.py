@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 from hermes_redis.hot import new_meta
 from hermes_redis.models import Message
 
@@ -132,3 +134,31 @@ def test_memory_hot_drop_forgets_full_texts(config_factory):
     hot.drop(sid)
     assert hot._full == {}
     mem.close()
+
+
+def test_a_redis_that_may_evict_is_refused_unless_accepted(tmp_path, caplog):
+    """maxmemory-policy allkeys-lru could evict unarchived turns: a clear startup error that
+    names the policy and the fix; redis.allow_eviction accepts it, loudly."""
+    import logging
+
+    from hermes_redis import SessionMemory
+    from hermes_redis.errors import ConfigError
+    from tests.conftest import make_config
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(aof=False, extra=["--maxmemory-policy", "allkeys-lru",
+                                            "--save", ""]).start()
+    try:
+        config = make_config(tmp_path, "redis", server.url)
+        with pytest.raises(ConfigError, match=r"maxmemory-policy allkeys-lru.*noeviction.*"
+                                              r"redis\.allow_eviction"):
+            SessionMemory(config)
+        accepted = config.with_overrides(redis={"allow_eviction": True})
+        with caplog.at_level(logging.WARNING):
+            mem = SessionMemory(accepted)
+        assert "RISK ACCEPTED" in caplog.text and "persists nothing" in caplog.text
+        sid = mem.create_session()
+        mem.append(sid, "user", "works anyway")
+        mem.close()
+    finally:
+        server.cleanup()
