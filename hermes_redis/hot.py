@@ -143,9 +143,6 @@ class HotStore(ABC):
         """Remove the session's hot keys (the archive keeps its record)."""
 
     @abstractmethod
-    def touch(self, sid: str, ttl: int) -> None: ...
-
-    @abstractmethod
     def ttl_left(self, sid: str) -> int | None:
         """Seconds until expiry; None when it will not expire."""
 
@@ -185,19 +182,13 @@ class HotStore(ABC):
                 return
             skip += asked
 
+    @abstractmethod
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
-        """What ``context()`` needs, in one round trip on Redis: the meta (None: no session),
-        the newest page of the list sized for ``budget``, and ``user_id``'s cached persistent
-        memories (None: not cached). An active session's TTL is renewed as ``touch`` renews
-        it unless ``ttl`` is None."""
-        meta = self.meta(sid)
-        if meta is None:
-            return HotRead(None, [], 0, None, 0)
-        if ttl is not None and meta["status"] == "active":
-            self.touch(sid, ttl)
-        size = page_size(budget, meta)
-        cached, gen = self.cached_memories(user_id) if user_id is not None else (None, 0)
-        return HotRead(meta, self._entries(sid, 0, size), size, cached, gen)
+        """What ``context()`` needs, in one step (one round trip on Redis): the meta (None:
+        no session), the newest page of the list sized for ``budget`` (``page_size``), and
+        ``user_id``'s cached persistent memories (None: not cached). Unless ``ttl`` is None,
+        an active session's TTL is renewed, and only a fully archived session gets one
+        (invariant 2): activity renews it, unarchived turns never expire."""
 
     @abstractmethod
     def cached_memories(self, user_id: str) -> tuple[list[str] | None, int]:
@@ -421,10 +412,16 @@ class MemoryHot(HotStore):
             for table in (self._meta, self._lists, self._expires, self._index, self._dirty):
                 table.pop(sid, None)
 
-    def touch(self, sid: str, ttl: int) -> None:
+    def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
         with self._lock:
-            if self._live(sid) is not None:
+            cached, gen = self.cached_memories(user_id) if user_id is not None else (None, 0)
+            meta = self.meta(sid)
+            if meta is None:
+                return HotRead(None, [], 0, cached, gen)
+            if ttl is not None and meta["status"] == "active":
                 self._expire(sid, ttl)
+            size = page_size(budget, meta)
+            return HotRead(meta, self._entries(sid, 0, size), size, cached, gen)
 
     def ttl_left(self, sid: str) -> int | None:
         with self._lock:
@@ -693,10 +690,6 @@ class RedisHot(HotStore):
             pipe.execute()
 
         self._call(run)
-
-    def touch(self, sid: str, ttl: int) -> None:
-        keys = [self.meta_key(sid), self.list_key(sid)]
-        self._call(lambda: self._scripts["touch"](keys=keys, args=[ttl]))
 
     def ttl_left(self, sid: str) -> int | None:
         left = int(self._call(lambda: self.client.ttl(self.meta_key(sid))))

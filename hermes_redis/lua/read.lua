@@ -1,6 +1,7 @@
 -- What context() needs from Redis, in one step: the meta, the newest page of the list (as
--- many entries as the budget holds at the session's mean size, as context._page_size
--- computes it) and, for an active session, the TTL renewed as touch.lua renews it.
+-- many entries as the budget holds at the session's mean size, as hot.page_size
+-- computes it) and, for an active session, the TTL renewed: only a fully archived session
+-- may expire (invariant 2), so activity renews its TTL and unarchived turns have none.
 -- KEYS: meta, list   ARGV: ttl (-1: do not touch), budget
 -- Returns {meta as a flat list, entries, page size}; {} when there is no session.
 local meta, list = KEYS[1], KEYS[2]
