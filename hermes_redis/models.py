@@ -282,8 +282,16 @@ def memories_text(memories: tuple[str, ...] | list[str]) -> str:
 
 def said_on(created_at: float) -> str:
     """A message's date as people say it: '8 May 2023' (UTC)."""
-    d = datetime.datetime.fromtimestamp(created_at, datetime.UTC)
+    d = said_day(created_at)
     return f"{d.day} {d:%B %Y}"
+
+
+def said_day(created_at: float) -> datetime.date:
+    """The UTC day of ``created_at`` (today for a time no calendar holds)."""
+    try:
+        return datetime.datetime.fromtimestamp(created_at, datetime.UTC).date()
+    except (OverflowError, OSError, ValueError):
+        return datetime.datetime.now(datetime.UTC).date()
 
 
 def recalled_text(messages: tuple[Message, ...] | list[Message]) -> str:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from hermes_redis.models import Message
+from hermes_redis.models import Message, said_day, said_on
 from hermes_redis.tokens import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -229,8 +229,8 @@ class ExtractiveSummarizer:
                 continue
             speaker, content = _speaker(m.role, m.content)
             speakers.add(speaker)
-            date = _date(m.created_at)
-            day = _day(m.created_at)
+            date = said_on(m.created_at)
+            day = said_day(m.created_at)
             for sentence in _sentences(content):
                 if not summary.goal and m.role == "user" and not summary.lines \
                         and _GOAL.search(sentence):
@@ -450,7 +450,7 @@ def chat_prompt(previous: str, messages: Sequence[Message], max_tokens: int) -> 
     lines = []
     for m in messages:
         speaker, content = _speaker(m.role, m.content)
-        lines.append(f"[{m.seq}] {_date(m.created_at)}, {speaker}: {content}")
+        lines.append(f"[{m.seq}] {said_on(m.created_at)}, {speaker}: {content}")
     return CHAT_TEMPLATE.format(max_tokens=max_tokens, previous=previous or "(none)",
                                 transcript="\n".join(lines))
 
@@ -591,19 +591,6 @@ def _date_key(date: str) -> tuple[int, float]:
         return (1, dt.datetime.strptime(date, "%d %B %Y").timestamp())
     except ValueError:
         return (1, 0.0)
-
-
-def _date(created_at: float) -> str:
-    """``created_at`` (Unix seconds) as "8 May 2023", in UTC."""
-    d = _day(created_at)
-    return f"{d.day} {d:%B %Y}"
-
-
-def _day(created_at: float) -> dt.date:
-    try:
-        return dt.datetime.fromtimestamp(created_at, dt.UTC).date()
-    except (OverflowError, OSError, ValueError):
-        return dt.datetime.now(dt.UTC).date()
 
 
 # --- sentences ------------------------------------------------------------------------------
