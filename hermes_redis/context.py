@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -71,7 +71,8 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
     c = compression or Compression()
     kept_memories, used = _fit_memories(memories, budget, tokenizer)
     start = int(meta.get("cleared_seq", "0") or 0)
-    whole = _whole(meta, history, budget, used, c.threshold, _all_hot(hot, sid, meta, first_page))
+    whole = _whole(meta, history, budget, used, c.threshold,
+                   lambda: _all_hot(hot, sid, meta, first_page))
     if whole is not None:
         first = whole[0].seq if whole else int(meta.get("last_seq", "0") or 0) + 1
         return Context(sid, tuple(whole), "", tuple(kept_memories), used + _cost(whole), budget,
@@ -156,16 +157,17 @@ def _all_hot(hot: HotStore, sid: str, meta: Meta,
 
 
 def _whole(meta: Meta, history: History | None, budget: int, used: int, threshold: float,
-           all_hot: list[Message] | None = None) -> list[Message] | None:
+           hot_whole: Callable[[], list[Message] | None]) -> list[Message] | None:
     """Every message since the last clear, when the session's counters say it fits within
     ``threshold`` × the budget (checked again on what was read); None when it does not.
-    ``all_hot``: the whole session from the hot tier, when it holds all of it (then the
-    archive is not read)."""
+    ``hot_whole``: the whole session from the hot tier when it holds all of it (then the
+    archive is not read), asked only once the counters say it fits."""
     room = min(int(budget * threshold), budget - used)
     count = int(meta.get("message_count", "0") or 0)
     if int(meta.get("total_tokens", "0") or 0) + count * MESSAGE_OVERHEAD > room:
         return None
     after = int(meta.get("cleared_seq", "0") or 0)
+    all_hot = hot_whole()
     if all_hot is not None:
         messages: list[Message] | None = [m for m in all_hot if m.seq > after]
     elif history is None:
@@ -356,19 +358,19 @@ def _summary(sid: str, stored: str, summary_seq: int, rest: _Older, shown: int, 
 def _recall(history: History, query: str, floor: int, shown: int, room: int,
             tokenizer: Tokenizer) -> tuple[list[Message], int]:
     """The best-ranked older messages for ``query`` that fit ``room``, in seq order."""
-    room -= MESSAGE_OVERHEAD + tokenizer.count(recalled_text(()))
-    if room <= 16 or not query.strip():
+    lines = room - MESSAGE_OVERHEAD - tokenizer.count(recalled_text(()))  # for the excerpts
+    if lines <= 16 or not query.strip():
         return [], 0
-    hits = history.recall(query, floor, shown, max(16, min(256, room // 32))) or iter(())
-    cap = max(24, min(EXCERPT_MAX_TOKENS, room // 3))
+    hits = history.recall(query, floor, shown, max(16, min(256, lines // 32))) or iter(())
+    cap = max(24, min(EXCERPT_MAX_TOKENS, lines // 3))
     picked: list[Message] = []
     used = misses = 0
     for m in hits:
         m = _capped(m, cap + MESSAGE_OVERHEAD, tokenizer) or m
         cost = m.token_count + 12  # the line's date, role and separators
-        if used + cost > room:
+        if used + cost > lines:
             misses += 1
-            if misses >= 8 or room - used < 24:  # full enough: the rest is not decoded
+            if misses >= 8 or lines - used < 24:  # full enough: the rest is not decoded
                 break
             continue
         picked.append(m)
@@ -376,7 +378,7 @@ def _recall(history: History, query: str, floor: int, shown: int, room: int,
     picked.sort(key=lambda m: m.seq)
     while picked:
         total = tokenizer.count_message(recalled_text(picked))
-        if total <= room + MESSAGE_OVERHEAD + tokenizer.count(recalled_text(())):
+        if total <= room:
             return picked, total
         picked.pop(max(range(len(picked)), key=lambda i: picked[i].token_count))
     return [], 0
