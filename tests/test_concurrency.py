@@ -5,6 +5,17 @@ import multiprocessing as mp
 from hermes_redis import SessionMemory
 
 
+def _run(config, sid: str, target, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Four real OS processes running ``target(config, sid, worker, n)`` at once."""
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=target, args=(config, sid, w, n)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+
+
 def _appender(config, sid: str, worker: int, n: int) -> None:
     mem = SessionMemory(config)
     for i in range(n):
@@ -16,13 +27,7 @@ def test_four_processes_append_2000_messages_to_one_session(config_factory):
     config = config_factory("redis")
     mem = SessionMemory(config)
     sid = mem.create_session(user_id="load")
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_appender, args=(config, sid, w, 500)) for w in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+    _run(config, sid, _appender, 500)
     msgs = mem.messages(sid)
     assert [m.seq for m in msgs] == list(range(1, 2001))
     assert len({m.message_id for m in msgs}) == 2000
@@ -51,13 +56,7 @@ def test_turns_from_four_processes_stay_whole(config_factory):
     config = config_factory("redis")
     mem = SessionMemory(config)
     sid = mem.create_session(user_id="load")
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_turns, args=(config, sid, w, 100)) for w in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+    _run(config, sid, _turns, 100)
     msgs = mem.messages(sid)
     assert [m.seq for m in msgs] == list(range(1, 1601))
     for start in range(0, 1600, 4):  # every block of four is one turn, in order

@@ -35,6 +35,17 @@ def build(mem: SessionMemory, turns: int = 120, big_tool: bool = True) -> str:
     return sid
 
 
+def fact_long_ago(mem: SessionMemory, fact: str = OLD_FACT) -> str:
+    """The task, ``fact``, then 150 turns of unrelated work."""
+    sid = mem.create_session()
+    mem.append(sid, "user", TASK)
+    mem.append(sid, "user", fact)
+    for i in range(150):
+        mem.append(sid, "user", f"step {i}: refactor the invoice module")
+        mem.append(sid, "assistant", "details " * 20)
+    return sid
+
+
 def sent_tokens(mem: SessionMemory, chat: list[dict[str, str]]) -> int:
     return sum(mem.tokenizer.count(m["content"]) + MESSAGE_OVERHEAD for m in chat)
 
@@ -73,12 +84,7 @@ def test_query_recalls_an_old_message_in_seq_order_with_its_date(config_factory)
     assert not mem.context(sid, 1500, query="").recalled  # "" asks for no recall
     mem.close()
     off = SessionMemory(config_factory("memory", compression={"recall": False}))
-    sid = off.create_session()
-    off.append(sid, "user", TASK)
-    off.append(sid, "user", OLD_FACT)
-    for i in range(150):
-        off.append(sid, "user", f"step {i}: refactor the invoice module")
-        off.append(sid, "assistant", "details " * 20)
+    sid = fact_long_ago(off)
     assert not off.context(sid, 1500, query="staging password rotate").recalled
     off.close()
 
@@ -163,12 +169,7 @@ def test_resume_and_info_show_what_was_recalled(tmp_path, config_factory):
     from hermes_redis.render import context_shape, session_report
 
     mem = SessionMemory(config_factory("memory"))
-    sid = mem.create_session()
-    mem.append(sid, "user", TASK)
-    mem.append(sid, "user", OLD_FACT)
-    for i in range(150):
-        mem.append(sid, "user", f"step {i}: refactor the invoice module")
-        mem.append(sid, "assistant", "details " * 20)
+    sid = fact_long_ago(mem)
     mem.append(sid, "user", "Remind me: when does the staging password rotate?")
     ctx = mem.context(sid, 1500)  # the query defaults to the newest user message
     assert OLD_FACT in [m.content for m in ctx.recalled]

@@ -1,11 +1,13 @@
 """The offline summarizer keeps what matters; the chat summarizer talks to a real HTTP
 endpoint and falls back to the offline one when it fails."""
 
+import contextlib
 import datetime as dt
 import json
 import re
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import ClassVar
 
@@ -83,12 +85,21 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on a free port, running ``handler``; yields its /v1 base URL."""
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()
+
+
 @pytest.fixture
 def endpoint():
-    server = HTTPServer(("127.0.0.1", 0), _Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(_Handler) as url:
+        yield url
 
 
 def test_chat_summarizer_calls_the_endpoint(endpoint):
@@ -267,11 +278,9 @@ class _Failing(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def failing_endpoint():
-    server = HTTPServer(("127.0.0.1", 0), _Failing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     _Failing.calls.clear()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(_Failing) as url:
+        yield url
 
 
 def test_chat_summarizer_cools_down_after_a_failure(failing_endpoint):
