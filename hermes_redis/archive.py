@@ -217,13 +217,20 @@ class Archive:
                     conn.execute("ROLLBACK")
                 raise self._unavailable(err) from None
 
-    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def _read(self, sql: str, args: Sequence[Any] = (),
+              values: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of ``sql`` as dicts; with ``values``, its ``IN ({})`` takes them after ``args``,
+        in chunks under SQLite's limit (``_in``)."""
         with self._lock:
             conn = self._connect()
             try:
-                cur = conn.execute(sql, args)
-                cols = [d[0] for d in cur.description]
-                return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+                out: list[dict[str, Any]] = []
+                for query, params in _chunks(sql, values, args) if values is not None \
+                        else [(sql, args)]:
+                    cur = conn.execute(query, params)
+                    cols = [d[0] for d in cur.description]
+                    out += [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+                return out
             except sqlite3.Error as err:
                 raise self._unavailable(err) from None
 
@@ -406,13 +413,9 @@ class Archive:
             " ORDER BY bm25(messages_fts) LIMIT ?",
             (" OR ".join(terms), sid, after_seq, before_seq, limit))
         wanted = sorted({r["seq"] + 1 for r in rows if r["seq"] + 1 < before_seq})
-        replies: dict[int, dict[str, Any]] = {}
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            found = self._read(f"SELECT * FROM messages WHERE session_id=? AND seq IN"
-                               f" ({','.join('?' * len(chunk))})", [sid, *chunk])
-            replies.update({r["seq"]: r for r in found})
-        return _with_replies(rows, replies)
+        found = self._read("SELECT * FROM messages WHERE session_id=? AND seq IN ({})", [sid],
+                           values=wanted) if wanted else []
+        return _with_replies(rows, {r["seq"]: r for r in found})
 
     def _rare(self, terms: list[str]) -> list[str]:
         """``terms`` less those in more than RECALL_MAX_POSTINGS messages (the rarest one is
@@ -493,10 +496,18 @@ def snippet(text: str, query: str, width: int = 80) -> str:
 def _in(conn: sqlite3.Connection, sql: str, values: list[str]) -> list[Any]:
     """Rows of ``sql`` whose ``IN ({})`` takes ``values``, in chunks under SQLite's limit."""
     rows: list[Any] = []
-    for i in range(0, len(values), 500):
-        chunk = values[i : i + 500]
-        rows += conn.execute(sql.format(",".join("?" * len(chunk))), chunk).fetchall()
+    for query, params in _chunks(sql, values):
+        rows += conn.execute(query, params).fetchall()
     return rows
+
+
+def _chunks(sql: str, values: Sequence[Any],
+            args: Sequence[Any] = ()) -> Iterator[tuple[str, list[Any]]]:
+    """(query, parameters) pairs that run ``sql``'s ``IN ({})`` over ``values`` 500 at a time,
+    each after the fixed ``args``."""
+    for i in range(0, len(values), 500):
+        chunk = list(values[i : i + 500])
+        yield sql.format(",".join("?" * len(chunk))), [*args, *chunk]
 
 
 def _json_list(items: Sequence[str]) -> str:
