@@ -187,7 +187,7 @@ class SessionMemory:
 
     def _new_messages(self, sid: str,
                       checked: list[dict[str, Any]]) -> tuple[list[Message], dict[str, str]]:
-        """The Messages to store (tokens counted in one batch; a tool result over
+        """The Messages to store (tokens counted by ``Tokenizer.count_many``; a tool result over
         ``tool_result_max_tokens`` capped) and the full texts of the capped ones."""
         limit = self.config.session.tool_result_max_tokens
         counts = self.tokenizer.count_many([c["content"] for c in checked])
