@@ -299,8 +299,8 @@ def recalled_text(messages: tuple[Message, ...] | list[Message]) -> str:
     lines = ["Earlier excerpts from this conversation, recalled as relevant:"]
     day = ""
     for m in messages:
-        if said_on(m.created_at) != day:
-            day = said_on(m.created_at)
+        if (said := said_on(m.created_at)) != day:
+            day = said
             lines.append(f"{day}:")
         lines.append(f"- {m.role}: {' '.join(m.content.split())}")
     return "\n".join(lines)

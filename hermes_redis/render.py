@@ -176,7 +176,7 @@ class SessionReport:
     """Everything ``info`` shows, gathered once from both tiers."""
 
     info: SessionInfo
-    context_tokens: int | None
+    context: Context | None  # None: the session is not active
     window: int
     budget: int
     turns: int
@@ -187,7 +187,10 @@ class SessionReport:
     backend: str
     redis_url: str | None
     archive_path: str
-    context: Context | None = None
+
+    @property
+    def context_tokens(self) -> int | None:
+        return None if self.context is None else self.context.tokens
 
     @property
     def usage(self) -> float | None:
@@ -226,23 +229,21 @@ class SessionReport:
 def session_report(mem: SessionMemory, sid: str) -> SessionReport:
     """Read both tiers for ``sid`` without renewing its TTL."""
     info = mem.info(sid)
-    tokens: int | None = None
     ctx: Context | None = None
     if info.status == "active":
         try:
             ctx = mem.context(sid, touch=False)
-            tokens = ctx.tokens
         except StateError:  # archived or deleted between the two reads
-            tokens = None
+            ctx = None
     turns = split_turns(mem.messages(sid))
     summarized = sum(1 for t in turns if t[0].seq <= info.summary_seq) if info.summary_seq else 0
     return SessionReport(
-        info=info, context_tokens=tokens, window=mem.config.model.context_window,
+        info=info, context=ctx, window=mem.config.model.context_window,
         budget=mem.config.context_budget, turns=len(turns), turns_summarized=summarized,
         summary_tokens=mem.tokenizer.count(info.summary) if info.summary else 0,
         ttl_config=mem.config.session.ttl, encoding=mem.tokenizer.describe(),
         backend=mem.hot.name, redis_url=getattr(mem.hot, "url", None),
-        archive_path=str(mem.config.archive_path), context=ctx,
+        archive_path=str(mem.config.archive_path),
     )
 
 
