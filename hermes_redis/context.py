@@ -96,12 +96,11 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
     picked, rest = _newest(older, room, budget - used, tokenizer,
                            turn_only=strategy == "summary")
     reaches_floor = not rest.more or (picked and picked[0].seq <= floor + 1)
-    if strategy == "hybrid" and not reaches_floor:  # leave the summary its share
-        older_turns = _turn_start(picked)
-        while older_turns > 0 and _cost(picked) > room - summary_room:
-            rest.push(picked.pop(0))
-            older_turns -= 1
-        while older_turns > 0 and picked[0].role == "tool":
+    if strategy == "hybrid" and not reaches_floor:
+        # leave the summary its share (and never start on a tool result without its call)
+        older_turns, cost = _turn_start(picked), _cost(picked)
+        while older_turns > 0 and (cost > room - summary_room or picked[0].role == "tool"):
+            cost -= picked[0].token_count + MESSAGE_OVERHEAD
             rest.push(picked.pop(0))
             older_turns -= 1
     if strategy == "summary":
