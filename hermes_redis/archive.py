@@ -450,6 +450,27 @@ class Archive:
                          " coalesce(max(seq),0) AS m FROM messages WHERE session_id=?", (sid,))[0]
         return int(row["n"]), int(row["t"]), int(row["m"])
 
+    def reseat_needed(self, sid: str, messages: Sequence[Message]) -> tuple[int, int]:
+        """Where ``messages`` would reuse seqs the archive already gave out (Redis went back
+        in time: an older snapshot, a lagging replica): (the first such seq, the archive's
+        highest seq). (0, 0) when none would. Archived and forgotten messages never count."""
+        if not messages:
+            return 0, 0
+        row = self._read("SELECT max(coalesce((SELECT max(seq) FROM messages WHERE session_id=?), 0),"
+                         " coalesce((SELECT max(seq) FROM tombstones WHERE session_id=?), 0)) AS hw",
+                         (sid, sid))[0]
+        high = int(row["hw"] or 0)
+        if messages[0].seq > high:
+            return 0, 0
+        ids = [m.message_id for m in messages if m.seq <= high]
+        with self._tx() as conn:
+            known = {r[0] for r in _in(conn, "SELECT message_id FROM messages"
+                                             " WHERE message_id IN ({})", ids)}
+            known |= {r[0] for r in _in(conn, "SELECT message_id FROM tombstones"
+                                              " WHERE message_id IN ({})", ids)}
+        first = next((m.seq for m in messages if m.seq <= high and m.message_id not in known), 0)
+        return (first, high) if first else (0, 0)
+
     def tombstoned(self, sid: str) -> dict[str, int]:
         """The session's forgotten messages (message_id -> seq): never to be summarized."""
         rows = self._read("SELECT message_id, seq FROM tombstones WHERE session_id=?", (sid,))

@@ -8,16 +8,20 @@ messages (invariant 2).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from hermes_redis.archive import Archive
 from hermes_redis.config import Config
+from hermes_redis.errors import StateError
 from hermes_redis.hot import HotStore, Meta
 from hermes_redis.models import Message
 from hermes_redis.summarizers import Summarizer
 from hermes_redis.tokens import Tokenizer
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,8 +68,10 @@ class Maintainer:
     def ttl(self) -> int:
         return self.config.session.ttl
 
-    def flush(self, sid: str) -> int:
-        """Copy the session's unarchived messages into the archive; returns how many were new."""
+    def flush(self, sid: str, again: bool = True) -> int:
+        """Copy the session's unarchived messages into the archive; returns how many were new.
+        Never drops one: a message whose seq the archive already holds for another message
+        (Redis went back in time) is renumbered past the archive's highest first."""
         self.hot.clear_pending(sid)  # appends from now on enqueue a new flush
         meta = self.hot.meta(sid)
         if meta is None:
@@ -77,6 +83,9 @@ class Maintainer:
                 break
             pending.append(m)
         pending.reverse()
+        first, high = self.archive.reseat_needed(sid, pending) if pending else (0, 0)
+        if first:
+            return self._reseat(sid, first, high, again)
         tool_ids = [m.message_id for m in pending if m.role == "tool"]
         full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
         added = self.archive.write(session_row(sid, meta), pending, full)
@@ -85,6 +94,18 @@ class Maintainer:
         upto = max(pending[-1].seq if pending else 0, int(meta["last_seq"]))
         self.hot.ack_flush(sid, upto, self.ttl, tool_ids)
         return added
+
+    def _reseat(self, sid: str, first: int, high: int, again: bool) -> int:
+        """Renumber the hot entries from ``first`` on past ``high`` and archive them."""
+        if not again:  # reseated once in this flush and still colliding: never loop
+            raise StateError(f"session {sid}: seqs still collide with the archive after renumbering;"
+                             " run `hermes-redis doctor`")
+        gap = self.archive.messages(sid, after_seq=first - 1, upto_seq=high)
+        moved = self.hot.reseat(sid, first, high, gap)
+        log.warning("session %s: Redis went back in time (seq %d reused, the archive holds up to %d);"
+                    " %d message(s) renumbered after it, %d restored from the archive",
+                    sid, first, high, max(moved, 0), len(gap))
+        return self.flush(sid, again=False)
 
     def needs_compaction(self, sid: str) -> bool:
         meta = self.hot.meta(sid)

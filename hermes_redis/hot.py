@@ -117,6 +117,13 @@ class HotStore(ABC):
         """Mark seq <= upto_seq archived; returns the backlog left (-1: no such session)."""
 
     @abstractmethod
+    def reseat(self, sid: str, first: int, high: int, gap: list[Message]) -> int:
+        """Redis reused seqs the archive holds (it went back in time): put ``gap`` (the archived
+        messages with seq ``first``..``high``) back and renumber every entry from seq ``first``
+        on to follow ``high``, in order, atomically; appends continue above. Returns how many
+        were renumbered (-1: no such session)."""
+
+    @abstractmethod
     def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
                 expected: Meta | None = None) -> int:
         """Install a summary covering seq <= new_seq (None: up to the newest) and trim what it
@@ -345,6 +352,20 @@ class MemoryHot(HotStore):
                 self._dirty.pop(sid, None)
                 self._expire(sid, ttl)
             return left
+
+    def reseat(self, sid: str, first: int, high: int, gap: list[Message]) -> int:
+        with self._lock:
+            meta = self._live(sid)
+            if meta is None:
+                return -1
+            items = self._lists[sid]
+            moved = [m for m in items if m.seq >= first]
+            renumbered = [_with_seq(m, high + i) for i, m in enumerate(moved, 1)]
+            self._lists[sid] = [m for m in items if m.seq < first] + list(gap) + renumbered
+            meta["last_seq"] = str(max(int(meta["last_seq"]), high + len(moved)))
+            meta["message_count"] = str(int(meta["message_count"]) + len(gap))
+            meta["total_tokens"] = str(int(meta["total_tokens"]) + sum(m.token_count for m in gap))
+            return len(moved)
 
     def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
                 expected: Meta | None = None) -> int:
@@ -671,6 +692,11 @@ class RedisHot(HotStore):
             flat += [k, v]
         args = [ttl, meta["updated_at"], sid, len(meta), *flat, *(m.pack() for m in messages)]
         return bool(self._call(lambda: self._scripts["hydrate"](keys=keys, args=args)))
+
+    def reseat(self, sid: str, first: int, high: int, gap: list[Message]) -> int:
+        keys = [self.meta_key(sid), self.list_key(sid)]
+        args = [first, high, sum(m.token_count for m in gap), *(m.pack() for m in gap)]
+        return int(self._call(lambda: self._scripts["reseat"](keys=keys, args=args)))
 
     def set_fields(self, sid: str, fields: Meta) -> None:
         if not fields:
