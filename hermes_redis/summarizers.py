@@ -46,6 +46,7 @@ KINDS = {"decision": "Decisions", "open": "Open items", "fact": "Facts"}
 MAX_SENTENCE = 180
 GOAL_MAX = 160
 FILES_SHARE = 0.1  # of the budget, at most, for the Files line
+FOLD_CHUNK = 256  # messages folded at once: the cost of one fold grows with its square
 
 # A sentence ends at . ! ? followed by a space (so "Next.js 14" and "v1.2" stay whole) or at
 # CJK end punctuation; fenced code is not prose and is left out.
@@ -217,7 +218,13 @@ class ExtractiveSummarizer:
         self.tokenizer = tokenizer
 
     def summarize(self, previous: str, messages: Sequence[Message], max_tokens: int) -> str:
-        """``previous`` with ``messages`` folded in, at most ``max_tokens`` tokens."""
+        """``previous`` with ``messages`` folded in, at most ``max_tokens`` tokens. A long
+        backlog is folded ``FOLD_CHUNK`` messages at a time, as workers fold a live session,
+        so the cost stays linear in its length."""
+        if len(messages) > FOLD_CHUNK:
+            for i in range(0, len(messages), FOLD_CHUNK):
+                previous = self.summarize(previous, messages[i:i + FOLD_CHUNK], max_tokens)
+            return previous
         summary = _parse(previous)
         old = len(summary.lines)
         speakers = {ln.speaker for ln in summary.lines if ln.speaker}
@@ -745,6 +752,7 @@ def _names(text: str) -> frozenset[str]:
                      and m.start() not in starts and not _common(m.group(0)))
 
 
+@functools.lru_cache(maxsize=65536)
 def _technical(word: str) -> bool:
     """A number, version, path, identifier or acronym: specific whatever the context."""
     w = word.strip(".'’")
@@ -765,11 +773,16 @@ def _word_weight(word: str) -> float:
     return 1.0 if len(word) > 2 else 0.5
 
 
+@functools.lru_cache(maxsize=65536)
+def _specific_word(w: str) -> bool:
+    return _technical(w) or (len(w) >= 4 and bool(_CJK.search(w)))
+
+
 def _specific_count(text: str, speakers: Iterable[str], technical_only: bool = False) -> int:
     """How many technical words (and, unless ``technical_only``, names other than the
     speakers') ``text`` has; a long CJK run counts as one."""
     known = {s.lower() for s in speakers}
-    n = sum(1 for w in _WORD.findall(text) if _technical(w) or (_CJK.search(w) and len(w) >= 4))
+    n = sum(1 for w in _WORD.findall(text) if _specific_word(w))
     if not technical_only:
         n += sum(1 for w in _names(text) if w.lower() not in known and not _technical(w))
     return n
@@ -860,11 +873,13 @@ def _shorten(text: str, limit: int = MAX_SENTENCE) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _specifics(text: str) -> set[str]:
+@functools.lru_cache(maxsize=16384)
+def _specifics(text: str) -> frozenset[str]:
     """The words that make a line worth having: numbers, names, paths."""
-    return {w for w in _WORD.findall(text)
-            if any(c.isdigit() for c in w) or (w[0].isupper() and not w.isupper()
-                                               and w.lower() not in _COMMON)} | set(_PATH.findall(text))
+    return frozenset({w for w in _WORD.findall(text)
+                      if any(c.isdigit() for c in w) or (w[0].isupper() and not w.isupper()
+                                                         and w.lower() not in _COMMON)}
+                     | set(_PATH.findall(text)))
 
 
 @functools.lru_cache(maxsize=16384)
