@@ -24,6 +24,8 @@ from typing import Any
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Message, new_message_id
 
+# 1: the seed's tables; 2: sessions.cleared_seq. Upgraded in place on open (PRAGMA user_version).
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, title TEXT,
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
@@ -165,6 +167,14 @@ class Archive:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
             if "cleared_seq" not in columns:  # archives written before /clear kept a marker
                 conn.execute("ALTER TABLE sessions ADD COLUMN cleared_seq INTEGER DEFAULT 0")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                conn.close()
+                raise BackendUnavailableError(
+                    f"archive {self.path} has schema version {version}, newer than this "
+                    f"hermes-redis understands ({SCHEMA_VERSION}); upgrade hermes-redis")
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as err:
             raise self._unavailable(err) from None
         except OSError as err:
@@ -456,10 +466,12 @@ class Archive:
         highest seq). (0, 0) when none would. Archived and forgotten messages never count."""
         if not messages:
             return 0, 0
-        row = self._read("SELECT max(coalesce((SELECT max(seq) FROM messages WHERE session_id=?), 0),"
-                         " coalesce((SELECT max(seq) FROM tombstones WHERE session_id=?), 0)) AS hw",
-                         (sid, sid))[0]
-        high = int(row["hw"] or 0)
+        # Only archived rows: a flush archives every message appended before the newest it
+        # archives, so an unarchived one below them can only come from a Redis that forgot.
+        # (Tombstones do not count: a forget may tombstone turns not archived yet.)
+        row = self._read("SELECT coalesce(max(seq), 0) AS hw FROM messages WHERE session_id=?",
+                         (sid,))[0]
+        high = int(row["hw"])
         if messages[0].seq > high:
             return 0, 0
         ids = [m.message_id for m in messages if m.seq <= high]
