@@ -52,32 +52,51 @@ def check_server(store: RedisHot, config: Config) -> None:
     A Redis that does not allow CONFIG (managed services) is used, with a warning saying
     what could not be checked; one that persists nothing gets a warning."""
     try:
-        settings = _settings(store, ("maxmemory-policy", "appendonly", "save"))
-    except redis.ResponseError as err:
-        log.warning("cannot read the configuration of Redis at %s (%s): make sure its "
-                    "maxmemory-policy is noeviction and it persists (AOF)", store.url, err)
-        return
+        findings = redis_safety(store.client, config)
     except (redis.ConnectionError, redis.TimeoutError) as err:
         raise BackendUnavailableError(f"cannot reach Redis at {store.url} ({err})") from None
+    for status, detail, fix in findings:
+        if status == "fail":
+            raise ConfigError(f"Redis at {store.url} {detail}: {fix}")
+        if status == "warn":
+            log.warning("Redis at %s %s; %s", store.url, detail, fix)
+
+
+def redis_safety(client: redis.Redis, config: Config) -> list[tuple[str, str, str]]:
+    """(status ok|warn|fail, what was found, the fix) for eviction and persistence."""
+    try:
+        settings = _settings(client, ("maxmemory-policy", "appendonly", "appendfsync", "save"))
+    except redis.ResponseError as err:
+        return [("warn", f"does not allow CONFIG ({err}), so its eviction policy and persistence "
+                 "could not be checked", "make sure its maxmemory-policy is noeviction and it "
+                 "persists (AOF)")]
+    out: list[tuple[str, str, str]] = []
     policy = settings.get("maxmemory-policy", "")
-    if policy.startswith("allkeys-"):
-        if not config.redis.allow_eviction:
-            raise ConfigError(
-                f"Redis at {store.url} evicts keys under memory pressure (maxmemory-policy "
-                f"{policy}): acknowledged turns could be lost before a worker archives them. "
-                "Run `CONFIG SET maxmemory-policy noeviction` (or a volatile-* policy; and set it "
-                "in redis.conf), or "
-                f"set redis.allow_eviction: true in {config.source} to accept the risk")
-        log.warning("RISK ACCEPTED (redis.allow_eviction): Redis at %s evicts keys "
-                    "(maxmemory-policy %s); turns not yet archived can be lost", store.url, policy)
-    if settings.get("appendonly") == "no" and not settings.get("save", "").strip():
-        log.warning("Redis at %s persists nothing (no AOF, no RDB snapshots): a restart loses "
-                    "every turn not yet archived; enable appendonly yes", store.url)
+    if not policy.startswith("allkeys-"):
+        out.append(("ok", f"keeps unarchived turns (maxmemory-policy {policy})", ""))
+    elif config.redis.allow_eviction:
+        out.append(("warn", f"evicts keys (maxmemory-policy {policy}), RISK ACCEPTED by "
+                    "redis.allow_eviction", "turns not yet archived can be lost; use noeviction"))
+    else:
+        out.append((
+            "fail", f"evicts keys under memory pressure (maxmemory-policy {policy}), so "
+            "acknowledged turns could be lost before a worker archives them",
+            "run `CONFIG SET maxmemory-policy noeviction` (or a volatile-* policy; and set it in "
+            f"redis.conf), or set redis.allow_eviction: true in {config.source} to accept the risk"))
+    if settings.get("appendonly") == "yes":
+        out.append(("ok", f"persists (AOF, appendfsync {settings.get('appendfsync', '?')})", ""))
+    elif settings.get("save", "").strip():
+        out.append(("warn", "persists RDB snapshots only: a crash loses the turns since the last "
+                    "snapshot that are not yet archived", "enable appendonly yes"))
+    else:
+        out.append(("warn", "persists nothing (no AOF, no RDB snapshots): a restart loses every "
+                    "turn not yet archived", "enable appendonly yes"))
+    return out
 
 
-def _settings(store: RedisHot, names: tuple[str, ...]) -> dict[str, str]:
+def _settings(client: redis.Redis, names: tuple[str, ...]) -> dict[str, str]:
     """CONFIG GET of each name, in one round trip (one name a call: Redis 6 takes one)."""
-    pipe = store.client.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.config_get(name)
     out: dict[str, str] = {}
@@ -100,7 +119,8 @@ def rq_dispatcher(store: RedisHot, queue_name: str) -> Callable[[str], None]:
         try:
             queue.enqueue_call(FLUSH_JOB, args=(sid,), result_ttl=0, failure_ttl=86_400,
                                description=f"flush {sid}")
-        except (redis.ConnectionError, redis.TimeoutError) as err:
+        except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as err:
+            # ResponseError: a Redis at maxmemory refuses the job (OOM, or ExecAbortError)
             raise BackendUnavailableError(
                 f"cannot enqueue a flush on {store.url} ({err}); the sweep will retry it"
             ) from None

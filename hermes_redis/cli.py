@@ -441,6 +441,25 @@ def worker(state: State, burst: bool) -> None:
         click.echo(f"Burst done: swept every session and drained {where}.")
 
 
+@cli.command()
+@json_option
+@pass_state
+def doctor(state: State, as_json: bool) -> None:
+    """Is this deployment safe? One line per check, a fix for each; exit 1 on any failure."""
+    from hermes_redis import doctor as doctor_mod
+
+    checks = doctor_mod.run(state.config())
+    if as_json:
+        emit_json({"ok": not doctor_mod.failed(checks), "checks": [c.as_dict() for c in checks]})
+    else:
+        width = max(len(c.name) for c in checks)
+        for c in checks:
+            fix = f" -> {c.fix}" if c.fix and c.status != doctor_mod.OK else ""
+            click.echo(f"{c.status.upper():<4}  {c.name:<{width}}  {c.detail}{fix}")
+    if doctor_mod.failed(checks):
+        sys.exit(1)
+
+
 @cli.group()
 def server() -> None:
     """The embedded Redis started when no redis.url is configured."""

@@ -1,0 +1,181 @@
+"""``hermes-redis doctor``: is this deployment safe? One check per concern, each with a fix.
+
+The doctor never starts anything and never writes data: it reads the Redis, the archive
+and the RQ registries the config points at, and reports. A check fails when acknowledged
+turns are at risk or nothing archives them; it warns when an operator should look.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+
+from hermes_redis import embedded
+from hermes_redis.archive import SCHEMA_VERSION
+from hermes_redis.backends import connect, redis_safety
+from hermes_redis.config import Config
+from hermes_redis.errors import HermesError
+from hermes_redis.hot import redact_url
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+BACKLOG_AGE_WARN = 300.0  # seconds: a healthy worker archives within seconds
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | warn | fail
+    detail: str
+    fix: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def run(config: Config) -> list[Check]:
+    """Every check, in the order an operator would read them."""
+    checks: list[Check] = [embedded_check(config)] if not config.redis.url else []
+    client = _client(config, checks)
+    checks.append(archive_check(config))
+    if client is not None:
+        try:
+            checks += worker_checks(config, client)
+        finally:
+            client.close()
+    return checks
+
+
+def failed(checks: list[Check]) -> bool:
+    return any(c.status == FAIL for c in checks)
+
+
+def embedded_check(config: Config) -> Check:
+    sock = embedded.socket_path(config.data_dir)
+    if embedded.alive(sock):
+        pid = (config.data_dir / "redis.pid")
+        who = f"pid {pid.read_text().strip()}, " if pid.exists() else ""
+        return Check("embedded", OK, f"the embedded Redis runs ({who}socket {sock})")
+    return Check("embedded", WARN, f"the embedded Redis under {config.data_dir} is not running",
+                 "it starts on first use: `bash scripts/run.sh`, or set redis.url")
+
+
+def _client(config: Config, checks: list[Check]) -> redis.Redis | None:
+    """Reach the hot tier and append its checks; None when there is nothing more to ask it."""
+    if config.session.backend == "memory":
+        checks.append(Check("redis", WARN, "memory backend: sessions live in one process and are "
+                            "lost when it exits", "set memory.session.backend: redis"))
+        return None
+    if config.redis.url:
+        url = config.redis.url
+    else:
+        sock = embedded.socket_path(config.data_dir)
+        if not embedded.alive(sock):
+            return None
+        url = f"unix://{sock}"
+    try:
+        client = connect(url, config)
+        info = client.info("server")
+        memory = client.info("memory")
+    except HermesError as err:
+        checks.append(Check("redis", FAIL, str(err), "fix redis.url"))
+        return None
+    except redis.RedisError as err:
+        checks.append(Check("redis", FAIL, f"cannot reach Redis at {redact_url(url)} ({err})",
+                            "start Redis or fix redis.url / HERMES_REDIS_URL"))
+        return None
+    where = f"Redis {info.get('redis_version', '?')} at {redact_url(url)}"
+    for status, detail, fix in redis_safety(client, config):
+        checks.append(Check("redis", status, f"{where}: {detail}", fix))
+    used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
+    share = config.redis.memory_warn
+    if limit and used >= share * limit:
+        checks.append(Check("memory", WARN, f"Redis uses {used / limit:.0%} of maxmemory "
+                            f"({_mib(used)} of {_mib(limit)})",
+                            "start more workers to drain the backlog, or raise maxmemory"))
+    else:
+        of = f" of {_mib(limit)} maxmemory" if limit else " (no maxmemory limit)"
+        checks.append(Check("memory", OK, f"Redis uses {_mib(used)}{of}"))
+    return client
+
+
+def archive_check(config: Config) -> Check:
+    path = config.archive_path
+    if not path.exists():
+        return Check("archive", WARN, f"archive {path} does not exist yet",
+                     "it is created by the first flush; check archive.path if you expected one")
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=5)
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            integrity = db.execute("PRAGMA quick_check").fetchone()[0]
+            db.execute("BEGIN IMMEDIATE")  # writable: take the write lock, write nothing
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+    except sqlite3.Error as err:
+        return Check("archive", FAIL, f"archive {path} is not usable ({err})",
+                     "check the file's permissions and the disk; restore it from a backup "
+                     "if it is corrupted")
+    if integrity != "ok":
+        return Check("archive", FAIL, f"archive {path} fails its integrity check ({integrity})",
+                     "restore it from a backup; the hot tier keeps turns not yet archived")
+    if version > SCHEMA_VERSION:
+        return Check("archive", FAIL, f"archive {path} has schema version {version}, newer than "
+                     f"this hermes-redis ({SCHEMA_VERSION})", "upgrade hermes-redis")
+    return Check("archive", OK, f"archive {path}: writable, integrity ok, schema version "
+                 f"{version or SCHEMA_VERSION}")
+
+
+def worker_checks(config: Config, client: redis.Redis) -> list[Check]:
+    from rq import Queue, Worker
+    from rq.registry import FailedJobRegistry
+
+    name, prefix = config.redis.queue, config.redis.key_prefix
+    checks: list[Check] = []
+    probes: list[Callable[[], Check]] = []
+
+    def workers() -> Check:
+        alive = [w for w in Worker.all(connection=client) if name in w.queue_names()]
+        if not alive:
+            return Check("workers", FAIL, f"no worker serves queue {name!r}: nothing archives or "
+                         "compacts new turns", "start one: `hermes-redis worker`")
+        return Check("workers", OK, f"{len(alive)} worker(s) on queue {name!r}")
+
+    def backlog() -> Check:
+        key = f"{prefix}:backlog"
+        size = int(client.zcard(key))
+        oldest: list[Any] = client.zrange(key, 0, 0, withscores=True)
+        if not size:
+            return Check("backlog", OK, "every turn is archived")
+        age = max(0.0, time.time() - float(oldest[0][1]))
+        text = f"{size} session(s) hold unarchived turns; the oldest waits {age:.0f}s"
+        if age > BACKLOG_AGE_WARN:
+            return Check("backlog", WARN, text, "check the workers' logs; `hermes-redis worker "
+                         "--burst` drains it now")
+        return Check("backlog", OK, text)
+
+    def failures() -> Check:
+        count = FailedJobRegistry(name, connection=client).count
+        if count:
+            return Check("jobs", WARN, f"{count} failed job(s) on queue {name!r}",
+                         f"see them with `rq info -u URL {name}`; the sweep retries their sessions")
+        queued = len(Queue(name, connection=client))
+        return Check("jobs", OK, f"no failed jobs; {queued} queued")
+
+    probes += [workers, backlog, failures]
+    for probe in probes:
+        try:
+            checks.append(probe())
+        except redis.RedisError as err:
+            checks.append(Check(probe.__name__, FAIL, f"could not read it from Redis ({err})",
+                                "check the ACL user's permissions"))
+    return checks
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
