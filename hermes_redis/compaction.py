@@ -15,7 +15,7 @@ from typing import Any
 
 from hermes_redis.archive import Archive
 from hermes_redis.config import Config
-from hermes_redis.errors import StateError
+from hermes_redis.errors import HermesError, StateError
 from hermes_redis.hot import HotStore, Meta
 from hermes_redis.models import Message
 from hermes_redis.summarizers import Summarizer
@@ -106,6 +106,15 @@ class Maintainer:
                     " %d message(s) renumbered after it, %d restored from the archive",
                     sid, first, high, max(moved, 0), len(gap))
         return self.flush(sid, again=False)
+
+    def maintain(self, sid: str) -> tuple[int, int]:
+        """What a flush job does: archive the backlog, then compact if over the caps.
+        Returns (messages archived, messages trimmed from the hot tier)."""
+        added = self.flush(sid)
+        if not self.needs_compaction(sid):
+            return added, 0
+        result = self.compact(sid)
+        return added, result.trimmed if result else 0
 
     def needs_compaction(self, sid: str) -> bool:
         meta = self.hot.meta(sid)
@@ -236,5 +245,9 @@ def sweep(maintainer: Maintainer, enqueue: Any, grace: float = 30.0) -> list[str
         if hot.length(sid) > cap and maintainer.needs_compaction(sid):
             stale.add(sid)
     for sid in sorted(stale):
-        enqueue(sid)
+        try:
+            enqueue(sid)
+        except HermesError as err:  # the queue cannot take it (Redis full): do it here instead
+            log.warning("%s; maintaining session %s in this process", err, sid)
+            maintainer.maintain(sid)
     return sorted(stale)

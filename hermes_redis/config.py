@@ -59,6 +59,8 @@ class Redis:
     socket_timeout: float = 5.0
     retries: int = 3
     allow_eviction: bool = False
+    memory_warn: float = 0.8
+    memory_limit: float = 0.95
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,9 @@ def _check(cfg: Config) -> None:
         (cfg.limits.max_content_bytes >= 1, "limits.max_content_bytes must be at least 1"),
         (cfg.redis.socket_timeout > 0, "redis.socket_timeout must be positive"),
         (cfg.redis.retries >= 0, "redis.retries must be 0 or more"),
+        (0 < cfg.redis.memory_warn <= cfg.redis.memory_limit <= 1,
+         "redis.memory_warn and redis.memory_limit must satisfy 0 < memory_warn <= memory_limit "
+         "<= 1 (shares of maxmemory: warn past the first, refuse appends past the second)"),
         (cfg.summarizer.timeout > 0, "summarizer.timeout must be positive"),
         (_valid_prefix(cfg.redis.key_prefix), "redis.key_prefix must be 1-32 characters of [A-Za-z0-9_.-]"),
     ]

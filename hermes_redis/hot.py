@@ -218,6 +218,10 @@ class HotStore(ABC):
         """One stored entry as a Message; None when it cannot be read."""
         return entry
 
+    def memory_use(self) -> tuple[int, int] | None:
+        """(bytes used, the maxmemory limit, 0 for none); None where there is no limit to meet."""
+        return None
+
     def ping(self) -> None:  # noqa: B027 - optional hook, nothing to check in-process
         """Raise BackendUnavailableError when the store cannot be reached."""
 
@@ -550,6 +554,10 @@ class RedisHot(HotStore):
                         raise
                     time.sleep(min(0.05 * 2**n, 1.0))
         raise AssertionError("unreachable")
+
+    def memory_use(self) -> tuple[int, int] | None:
+        info = self._call(lambda: self.client.info("memory"))
+        return int(info.get("used_memory", 0)), int(info.get("maxmemory", 0))
 
     def ping(self) -> None:
         self._call(self.client.ping)

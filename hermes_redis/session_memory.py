@@ -63,6 +63,8 @@ class SessionMemory:
         self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
         self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
                                      self.tokenizer)
+        self.pressure = MemoryPressure(self.hot, self.config.redis.memory_warn,
+                                       self.config.redis.memory_limit)
         self._enqueue: Callable[[str], None] = (
             rq_dispatcher(self.hot, self.config.redis.queue)
             if isinstance(self.hot, RedisHot) else self._maintain_inline
@@ -138,11 +140,13 @@ class SessionMemory:
         if len(set(ids)) != len(ids):
             raise ValidationError("two messages share one message_id: give each its own")
         msgs, full = self._new_messages(sid, checked)
+        self.pressure.check()
         first_user = next((m.content for m in msgs if m.role == "user"), None)
         title = self._title(first_user) if first_user and self.config.session.auto_title else ""
         seqs, enqueue = self._append(msgs, title, full, dedupe=bool(ids))
         if enqueue:
             self._dispatch(sid)
+        self.pressure.appended(len(msgs))
         return [replace(m, seq=seq) for m, seq in zip(msgs, seqs, strict=True)]
 
     def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:
@@ -222,9 +226,7 @@ class SessionMemory:
 
     def _maintain_inline(self, sid: str) -> None:
         """The memory backend has no workers: flush and compact in-process."""
-        self.maintainer.flush(sid)
-        if self.maintainer.needs_compaction(sid):
-            self.maintainer.compact(sid)
+        self.maintainer.maintain(sid)
 
     def _meta(self, sid: str) -> Meta:
         """The session's live meta, rebuilding the hot tier from the archive after expiry."""
@@ -527,3 +529,46 @@ def _info_from_row(row: dict[str, Any], archived: int) -> SessionInfo:
         status=row["status"], summary=row["summary"] or "", summary_seq=int(row["summary_seq"] or 0),
         last_seq=last, flushed_seq=last, hot_count=0, archived_count=archived, tier="archive",
     )
+
+
+class MemoryPressure:
+    """Back-pressure before Redis is full. An INFO round trip every ``every`` appended
+    messages or ``interval`` seconds, and before every append once past ``warn`` of
+    maxmemory (a warning at most once a minute). Past ``limit``, appends are refused
+    before anything is written, so workers keep the headroom they need to drain."""
+
+    def __init__(self, hot: HotStore, warn: float, limit: float, every: int = 64,
+                 interval: float = 5.0) -> None:
+        self.hot, self.warn, self.limit = hot, warn, limit
+        self.every, self.interval = every, interval
+        self._count, self._next, self._warned, self._near = 0, 0.0, -60.0, False
+
+    def check(self) -> None:
+        """Raise BackendUnavailableError when Redis is past ``limit`` of maxmemory."""
+        now = time.monotonic()
+        if not self._near and self._count < self.every and now < self._next:
+            return
+        self._count, self._next = 0, now + self.interval
+        try:
+            use = self.hot.memory_use()
+        except HermesError:
+            return  # the append itself reports an unreachable Redis
+        if use is None or not use[1]:
+            self._near = False
+            return
+        share = use[0] / use[1]
+        self._near = share >= self.warn
+        url = getattr(self.hot, "url", "")
+        if share >= self.limit:
+            raise BackendUnavailableError(
+                f"Redis at {url} is nearly out of memory ({share:.0%} of maxmemory, over "
+                f"redis.memory_limit {self.limit:.0%}), nothing was written; start a worker to "
+                "archive the backlog or raise maxmemory")
+        if self._near and now - self._warned >= 60.0:
+            self._warned = now
+            log.warning("Redis at %s uses %.0f%% of maxmemory (%d of %d MiB): appends are refused "
+                        "past %.0f%%; start workers to drain the backlog, or raise maxmemory",
+                        url, 100 * share, use[0] >> 20, use[1] >> 20, 100 * self.limit)
+
+    def appended(self, n: int) -> None:
+        self._count += n

@@ -25,19 +25,5 @@ def memory() -> SessionMemory:
 
 def flush_session(session_id: str) -> dict[str, int]:
     """Archive the session's backlog, then compact it if the hot tier is over its caps."""
-    mem = memory()
-    added = mem.maintainer.flush(session_id)
-    trimmed = 0
-    if mem.maintainer.needs_compaction(session_id):
-        result = mem.maintainer.compact(session_id)
-        trimmed = result.trimmed if result else 0
+    added, trimmed = memory().maintainer.maintain(session_id)
     return {"archived": added, "trimmed": trimmed}
-
-
-def compact_session(session_id: str) -> int:
-    result = memory().maintainer.compact(session_id)
-    return result.trimmed if result else 0
-
-
-def sweep(grace: float = 30.0) -> list[str]:
-    return memory().sweep(grace)

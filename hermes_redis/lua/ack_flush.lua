@@ -3,6 +3,9 @@
 -- KEYS: meta, list, backlog, full   ARGV: upto_seq, ttl, session_id, archived message_id...
 local meta, list, backlog, full = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 if redis.call('EXISTS', meta) == 0 then return -1 end
+-- Redis checks maxmemory only at a script's first write: this one frees memory, so it
+-- starts with a write that cannot grow it, and still runs when Redis is full.
+redis.call('HDEL', meta, 'oom-gate')
 for i = 4, #ARGV do redis.call('HDEL', full, ARGV[i]) end
 local upto = tonumber(ARGV[1])
 local flushed = tonumber(redis.call('HGET', meta, 'flushed_seq') or '0')

@@ -5,6 +5,9 @@
 --    a forget changed since, so it may hold what was forgotten (invariant 4)]
 local meta, list = KEYS[1], KEYS[2]
 if redis.call('EXISTS', meta) == 0 then return -1 end
+-- Redis checks maxmemory only at a script's first write: this one frees memory, so it
+-- starts with a write that cannot grow it, and still runs when Redis is full.
+redis.call('HDEL', meta, 'oom-gate')
 local current = tonumber(redis.call('HGET', meta, 'summary_seq') or '0')
 if ARGV[1] ~= '*' and tonumber(ARGV[1]) ~= current then return -2 end
 if #ARGV >= 5 and ((redis.call('HGET', meta, 'summary') or '') ~= ARGV[4]

@@ -4,6 +4,9 @@
 -- KEYS: meta, list   ARGV: message_id, seq, tokens, message_id, seq, tokens, ...
 local meta, list = KEYS[1], KEYS[2]
 if redis.call('EXISTS', meta) == 0 then return 0 end
+-- Redis checks maxmemory only at a script's first write: this one frees memory, so it
+-- starts with a write that cannot grow it, and still runs when Redis is full.
+redis.call('HDEL', meta, 'oom-gate')
 local drop, count, tokens = {}, 0, 0
 for i = 1, #ARGV, 3 do
   if redis.call('HSETNX', meta, 'forgot:' .. ARGV[i], 1) == 1 then

@@ -1,0 +1,210 @@
+"""The operator's view: `doctor`, a worker stopped with SIGTERM mid-job, and back-pressure
+as Redis fills up. Real processes, real signals, real redis-servers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sqlite3
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
+
+import pytest
+import redis
+from click.testing import CliRunner
+
+from hermes_redis import SessionMemory
+from hermes_redis.cli import cli
+from hermes_redis.errors import BackendUnavailableError
+from tests.fault.conftest import burst, figures, spawn_worker, stop, wait_for, write_config
+from tests.redis_server import RedisServer, free_port
+
+
+def doctor(path, *args):  # type: ignore[no-untyped-def]
+    result = CliRunner().invoke(cli, ["--config", str(path), "doctor", *args])
+    assert "Traceback" not in result.output
+    return result
+
+
+def lines_of(result, name):  # type: ignore[no-untyped-def]
+    return [line for line in result.output.splitlines() if line.split()[1:2] == [name]]
+
+
+def test_doctor_passes_a_safe_deployment_and_fails_without_a_worker(tmp_path, fault_config):
+    cfg, path = fault_config()
+    mem = SessionMemory(cfg)
+    sid = mem.create_session(user_id="alice")
+    mem.append(sid, "user", "hello")  # no worker yet: a backlog of one session
+
+    alone = doctor(path)
+    assert alone.exit_code == 1
+    (workers,) = lines_of(alone, "workers")
+    assert workers.startswith("FAIL") and "hermes-redis worker" in workers
+    (backlog,) = lines_of(alone, "backlog")
+    assert "1 session(s) hold unarchived turns" in backlog
+    assert all(line.startswith("OK") for line in lines_of(alone, "redis"))
+
+    worker = spawn_worker(path, tmp_path / "worker.log")
+    try:
+        assert wait_for(lambda: doctor(path).exit_code == 0, 60, 0.5), doctor(path).output
+        report = doctor(path, "--json")
+        data = json.loads(report.output)
+        assert data["ok"] is True
+        names = {c["name"] for c in data["checks"]}
+        assert {"redis", "memory", "archive", "workers", "backlog", "jobs"} <= names
+        assert all(c["status"] == "ok" for c in data["checks"]), data
+        assert "schema version 2" in next(c["detail"] for c in data["checks"]
+                                          if c["name"] == "archive")
+    finally:
+        stop(worker)
+    mem.close()
+
+
+def test_doctor_names_an_evicting_redis_a_corrupt_archive_and_an_unreachable_one(tmp_path,
+                                                                                 fault_config):
+    lru = RedisServer(aof=False, extra=["--maxmemory-policy", "allkeys-lru"]).start()
+    try:
+        cfg, path = fault_config(url=lru.url)
+        result = doctor(path)
+        assert result.exit_code == 1
+        policy = [line for line in lines_of(result, "redis") if "maxmemory-policy" in line]
+        assert policy[0].startswith("FAIL") and "allkeys-lru" in policy[0]
+        assert "noeviction" in policy[0]
+        assert any("persists nothing" in line for line in lines_of(result, "redis"))
+    finally:
+        lru.cleanup()
+
+    cfg, path = fault_config()
+    cfg.archive_path.parent.mkdir(parents=True, exist_ok=True)
+    cfg.archive_path.write_bytes(b"this is not a database" * 100)
+    (archive,) = lines_of(doctor(path), "archive")
+    assert archive.startswith("FAIL") and "restore it from a backup" in archive
+
+    cfg, path = fault_config(url=f"redis://:s3cret@127.0.0.1:{free_port()}/0")
+    result = doctor(path)
+    assert result.exit_code == 1
+    (line,) = lines_of(result, "redis")
+    assert line.startswith("FAIL") and "s3cret" not in result.output
+
+
+class _SlowModel(BaseHTTPRequestHandler):
+    """An OpenAI-compatible endpoint that takes its time: the job is mid-flight meanwhile."""
+
+    asked: ClassVar[threading.Event] = threading.Event()
+    delay = 3.0
+
+    def do_POST(self):  # http.server's naming
+        self.rfile.read(int(self.headers["Content-Length"]))
+        _SlowModel.asked.set()
+        time.sleep(self.delay)
+        data = json.dumps({"choices": [{"message": {"content": "Decisions:\n- slow and sure"}}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(data.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def slow_model():
+    _SlowModel.asked.clear()
+    server = HTTPServer(("127.0.0.1", 0), _SlowModel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/v1"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_sigterm_mid_job_finishes_it_or_hands_it_back(tmp_path, fault_config, slow_model, signals):
+    """One SIGTERM: the worker finishes the job it holds (the summary lands), then exits 0.
+    A second one stops it at once; the next worker picks the session up. Nothing is lost."""
+    cfg, path = fault_config(max_messages=4, compression={"summary_model": "tiny",
+                                                          "keep_recent": 1})
+    cfg = cfg.with_overrides(summarizer={"base_url": slow_model, "timeout": 30})
+    write_config(cfg, path)
+    mem = SessionMemory(cfg)
+    sid = mem.create_session(user_id="alice")
+    acked = [mem.append(sid, role, f"{role} {i}").message_id
+             for i in range(6) for role in ("user", "assistant")]
+    log = tmp_path / "worker.log"
+    worker = spawn_worker(path, log)
+    try:
+        assert _SlowModel.asked.wait(30), log.read_text()  # the job is waiting on the model
+        for _ in range(signals):
+            worker.send_signal(signal.SIGTERM)
+            time.sleep(1.3)  # RQ ignores a second signal within a second of the first
+        rc = worker.wait(30)
+    finally:
+        stop(worker)
+    if signals == 1:
+        assert rc == 0, log.read_text()
+        assert mem.info(sid).summary == "Decisions:\n- slow and sure"  # the job finished
+    else:
+        assert "cold shut down" in log.read_text()
+        assert mem.info(sid).summary == "", log.read_text()  # stopped mid-job, nothing half-done
+        burst(path, tmp_path / "burst.log")  # the session is handed to the next worker
+    db = sqlite3.connect(cfg.archive_path)
+    ids = [r[0] for r in db.execute("SELECT message_id FROM messages WHERE session_id=? "
+                                    "ORDER BY seq", (sid,))]
+    db.close()
+    figures(f"sigterm_x{signals}", appended=len(acked), archived=len(set(ids)),
+            lost=len(set(acked) - set(ids)), duplicated=len(ids) - len(set(ids)))
+    assert ids == acked
+    mem.close()
+
+
+def test_near_maxmemory_appends_warn_then_fail_cleanly_and_work_again_once_drained(
+        tmp_path, fault_config, caplog):
+    server = RedisServer(aof=False, extra=["--maxmemory", "8mb"]).start()
+    try:
+        cfg, path = fault_config(url=server.url, max_messages=8)
+        cfg = cfg.with_overrides(redis={"memory_warn": 0.7})
+        mem = SessionMemory(cfg)
+        sid = mem.create_session(user_id="alice")
+        stored, err = 0, None
+        with caplog.at_level(logging.WARNING, logger="hermes_redis.session_memory"):
+            for i in range(20_000):
+                try:
+                    mem.append(sid, "user", f"{i} " + "lorem ipsum dolor " * 50)
+                    stored += 1
+                except BackendUnavailableError as e:
+                    err = e
+                    break
+        warned = [r for r in caplog.records if "of maxmemory" in r.getMessage()]
+        assert warned, "no warning before Redis filled up"
+        assert err is not None and "\n" not in str(err)
+        assert "nearly out of memory" in str(err) and "redis.memory_limit 95%" in str(err)
+        meta = mem.hot.meta(sid)
+        assert int(meta["message_count"]) == stored == mem.hot.length(sid)  # nothing half-written
+        write_config(cfg, path)
+        burst(path, tmp_path / "burst.log")  # a worker archives and compacts: memory comes back
+        mem.append(sid, "user", "after the drain")
+        figures("near_maxmemory", appended=stored + 1, refused=1, warned_at_share=0.7,
+                hot_after_drain=mem.hot.length(sid))
+        assert mem.messages(sid)[-1].content == "after the drain"
+        assert len(mem.messages(sid)) == stored + 1
+        mem.close()
+    finally:
+        server.cleanup()
+
+
+def test_a_restarted_redis_is_told_apart_by_doctor(tmp_path, fault_config):
+    """doctor reads a live Redis each time: stop it and the redis check fails, start it and
+    it passes again (no cached verdict)."""
+    own = RedisServer().start()
+    try:
+        cfg, path = fault_config(url=own.url)
+        SessionMemory(cfg).close()
+        assert all(line.startswith("OK") for line in lines_of(doctor(path), "redis"))
+        own.stop()
+        assert lines_of(doctor(path), "redis")[0].startswith("FAIL")
+        own.start()
+        assert all(line.startswith("OK") for line in lines_of(doctor(path), "redis"))
+        redis.Redis(port=own.port).ping()
+    finally:
+        own.cleanup()
