@@ -441,6 +441,17 @@ def worker(state: State, burst: bool) -> None:
         click.echo(f"Burst done: swept every session and drained {where}.")
 
 
+@cli.command()
+@click.option("--user", "user_id", metavar="U",
+              help="Scope the tools to this user's sessions and memories (default: all).")
+@pass_state
+def mcp(state: State, user_id: str | None) -> None:
+    """Serve the MCP tools (append, context, remember, recall, info, forget…) over stdio."""
+    from hermes_redis.mcp_server import serve_stdio
+
+    serve_stdio(state.mem(), user_id)
+
+
 @cli.group()
 def server() -> None:
     """The embedded Redis started when no redis.url is configured."""
