@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.requests import Request
@@ -33,7 +32,6 @@ UserScope = str | Callable[[Request | None], str | None] | None
 server), or a function of the HTTP request (``None`` under stdio) giving one of those, asked
 on every tool call: the HTTP server's way to scope each request to the key that sent it."""
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 INSTRUCTIONS = (
     "hermes-redis is session memory for a conversation. Call create_session once to start one "
     "(or list_sessions to find an earlier one), append every message as it is said, and call "
@@ -314,14 +312,8 @@ class McpHttpApp:
     routed inside another app, enter ``lifespan()`` from that app's lifespan."""
 
     def __init__(self, server: MCPServer, host: str = "127.0.0.1") -> None:
-        security = None
-        if host in LOOPBACK:  # refuse DNS-rebinding pages when only this machine may call
-            security = TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-                allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"])
-        server.streamable_http_app(stateless_http=True, json_response=True,
-                                   transport_security=security, host=host)
+        # On a loopback host the SDK refuses other Host and Origin headers (DNS rebinding).
+        server.streamable_http_app(stateless_http=True, json_response=True, host=host)
         self.server = server
         self.manager = server.session_manager
 
