@@ -329,11 +329,10 @@ class McpHttpApp:
         await self.manager.handle_request(scope, receive, send)
 
     async def _serve_lifespan(self, receive: Receive, send: Send) -> None:
-        message = await receive()
-        assert message["type"] == "lifespan.startup"
+        await receive()  # lifespan.startup
         async with self.lifespan():
             await send({"type": "lifespan.startup.complete"})
-            message = await receive()
+            await receive()  # lifespan.shutdown
         await send({"type": "lifespan.shutdown.complete"})
 
 
@@ -344,5 +343,6 @@ def mcp_asgi_app(mem: SessionMemory, user_id: UserScope = None, *, host: str = "
 
 
 def serve_stdio(mem: SessionMemory, user_id: str | None = None) -> None:
-    """Serve the tools on stdin/stdout until the client closes them."""
-    build_mcp(mem, user_id).run("stdio")
+    """Serve the tools on stdin/stdout until the client closes them (or Ctrl-C)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        build_mcp(mem, user_id).run("stdio")
