@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from hermes_redis import SessionMemory
-from hermes_redis.mcp_server import mcp_asgi_app
+from hermes_redis.mcp_server import build_mcp, mcp_asgi_app
 from tests.redis_server import free_port
 from tests.test_cli import write_config
 
@@ -254,6 +254,17 @@ def test_mcp_command_with_a_broken_config_fails_in_one_line(tmp_path: Path) -> N
     assert proc.stdout == ""  # stdout is the protocol channel: nothing else may be written there
 
 
+def test_every_tool_is_documented_with_its_arguments(cfg: Path, cmem: SessionMemory) -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "mcp.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(" `"): line for line in docs.splitlines()
+            if line.startswith("| `")}
+    tools = anyio.run(build_mcp(cmem).list_tools)
+    assert {t.name for t in tools} == set(rows) == TOOLS
+    for tool in tools:
+        for arg in tool.input_schema["properties"]:
+            assert f"`{arg}" in rows[tool.name], (tool.name, arg)
+
+
 # --- streamable HTTP ---------------------------------------------------------------------------
 @contextlib.contextmanager
 def uvicorn_thread(app: Any) -> Iterator[str]:
@@ -339,6 +350,8 @@ def test_streamable_http_app_serves_on_its_own(cfg: Path, cmem: SessionMemory) -
             async def body(client: Client) -> None:
                 info = ok(await client.call_tool("info", {"session_id": sid}))
                 assert info["user_id"] == "carol" and info["message_count"] == 0
+                empty = ok(await client.call_tool("context", {"session_id": sid}))
+                assert (empty["text"], empty["tokens"]) == ("(empty: the session has no messages yet)", 0)
 
             run_client(f"{base}/mcp", body)
     finally:
