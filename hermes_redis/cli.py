@@ -460,6 +460,17 @@ def doctor(state: State, as_json: bool) -> None:
         sys.exit(1)
 
 
+@cli.command()
+@click.option("--user", "user_id", metavar="U",
+              help="Scope the tools to this user's sessions and memories (default: all).")
+@pass_state
+def mcp(state: State, user_id: str | None) -> None:
+    """Serve the MCP tools (append, context, remember, recall, info, forget…) over stdio."""
+    from hermes_redis.mcp_server import serve_stdio
+
+    serve_stdio(state.mem(), user_id)
+
+
 @cli.group()
 def server() -> None:
     """The embedded Redis started when no redis.url is configured."""
