@@ -424,8 +424,10 @@ def search(state: State, query: str, user_id: str | None, limit: int, as_json: b
 
 @cli.command()
 @click.option("--burst", is_flag=True, help="Sweep, drain the queue, then exit.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, metavar="PORT",
+              help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics (0: off).")
 @pass_state
-def worker(state: State, burst: bool) -> None:
+def worker(state: State, burst: bool, metrics_port: int) -> None:
     """Run an RQ worker that archives and compacts sessions (redis backend only)."""
     mem = state.mem()
     if mem.hot.name != "redis":
@@ -436,7 +438,9 @@ def worker(state: State, burst: bool) -> None:
     where = f"queue {mem.config.redis.queue!r} on {getattr(mem.hot, 'url', '')}"
     if not burst:
         click.echo(f"Worker listening on {where}; Ctrl-C stops it.", err=True)
-    run(mem, burst=burst)
+    if metrics_port:
+        click.echo(f"Metrics on http://127.0.0.1:{metrics_port}/metrics", err=True)
+    run(mem, burst=burst, metrics_port=metrics_port)
     if burst:
         click.echo(f"Burst done: swept every session and drained {where}.")
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from hermes_redis import metrics
 from hermes_redis.archive import Archive
 from hermes_redis.config import Config
 from hermes_redis.errors import HermesError, StateError
@@ -89,6 +90,10 @@ class Maintainer:
         tool_ids = [m.message_id for m in pending if m.role == "tool"]
         full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
         added = self.archive.write(session_row(sid, meta), pending, full)
+        metrics.FLUSHES.inc()
+        if added:
+            metrics.ARCHIVED.inc(added)
+            metrics.FLUSH_LAG.observe(max(0.0, time.time() - pending[0].created_at))
         self.sync_summary(sid, (meta["summary"], int(meta["summary_seq"])))
         # Seqs up to last_seq that the tail no longer holds were forgotten: nothing left to archive.
         upto = max(pending[-1].seq if pending else 0, int(meta["last_seq"]))
@@ -100,6 +105,7 @@ class Maintainer:
         if not again:  # reseated once in this flush and still colliding: never loop
             raise StateError(f"session {sid}: seqs still collide with the archive after renumbering;"
                              " run `hermes-redis doctor`")
+        metrics.RESEATS.inc()
         gap = self.archive.messages(sid, after_seq=first - 1, upto_seq=high)
         moved = self.hot.reseat(sid, first, high, gap)
         log.warning("session %s: Redis went back in time (seq %d reused, the archive holds up to %d);"
@@ -147,6 +153,7 @@ class Maintainer:
                 continue
             if trimmed == -1:
                 return None
+            metrics.COMPACTIONS.inc()
             self.sync_summary(sid)
             raced = {m: s for m, s in self.archive.tombstoned(sid).items() if m not in gone}
             if raced:  # a forget landed while this summary was being written
@@ -201,7 +208,8 @@ class Maintainer:
         c = self.config.session.compression
         if not (c.enabled and c.summarize_older) or c.strategy == "rolling_window":
             return previous
-        return self.summarizer.summarize(previous, folded, c.summary_max_tokens)
+        with metrics.SUMMARIZER_SECONDS.labels(self.summarizer.name).time():
+            return self.summarizer.summarize(previous, folded, c.summary_max_tokens)
 
     def _kept(self, live: list[Message], force: bool) -> list[Message]:
         """The newest messages the strategy keeps verbatim: whole turns, within both caps."""
@@ -244,6 +252,7 @@ def sweep(maintainer: Maintainer, enqueue: Any, grace: float = 30.0) -> list[str
     for sid in hot.session_ids():
         if hot.length(sid) > cap and maintainer.needs_compaction(sid):
             stale.add(sid)
+    metrics.RETRIES.inc(len(stale))
     for sid in sorted(stale):
         try:
             enqueue(sid)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from hermes_redis import config as config_mod
+from hermes_redis import metrics
 from hermes_redis.archive import Archive, Forgotten, SearchHit, parse_ts, snippet
 from hermes_redis.backends import open_hot, rq_dispatcher
 from hermes_redis.compaction import CompactResult, Maintainer, session_row, split_turns, sweep
@@ -147,6 +148,7 @@ class SessionMemory:
         if enqueue:
             self._dispatch(sid)
         self.pressure.appended(len(msgs))
+        metrics.APPENDS.inc(len(msgs))
         return [replace(m, seq=seq) for m, seq in zip(msgs, seqs, strict=True)]
 
     def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from hermes_redis import metrics
 from hermes_redis.models import Message, said_day, said_on
 from hermes_redis.tokens import Tokenizer
 
@@ -399,6 +400,7 @@ class ChatSummarizer:
         except Exception as err:  # any failure of the remote model falls back, never raises
             with self._lock:
                 self._down_until = time.monotonic() + self.cooldown
+            metrics.SUMMARIZER_FALLBACKS.inc()
             log.warning("summarizer %s failed (%s); using the offline summarizer for %.0f s",
                         self.name, err, self.cooldown)
             return self.fallback.summarize(previous, messages, max_tokens)

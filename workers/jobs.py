@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from hermes_redis import metrics
 from hermes_redis.session_memory import SessionMemory
 
 _memory: SessionMemory | None = None
@@ -25,5 +26,9 @@ def memory() -> SessionMemory:
 
 def flush_session(session_id: str) -> dict[str, int]:
     """Archive the session's backlog, then compact it if the hot tier is over its caps."""
-    added, trimmed = memory().maintainer.maintain(session_id)
+    try:
+        added, trimmed = memory().maintainer.maintain(session_id)
+    except Exception:
+        metrics.JOB_FAILURES.inc()
+        raise
     return {"archived": added, "trimmed": trimmed}

@@ -9,6 +9,7 @@ import time
 import redis
 from rq import SimpleWorker
 
+from hermes_redis import metrics
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.hot import RedisHot
 from hermes_redis.session_memory import SessionMemory
@@ -17,7 +18,8 @@ from workers import jobs
 log = logging.getLogger(__name__)
 
 
-def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0) -> bool:
+def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0,
+        metrics_port: int = 0) -> bool:
     """Process flush jobs until stopped (``burst``: until the queue is empty).
 
     Every run sweeps first with no grace, so a worker started after a crash recovers at once
@@ -26,6 +28,9 @@ def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0) -
     if not isinstance(memory.hot, RedisHot):
         raise SystemExit("the worker needs the redis backend (memory.session.backend: redis)")
     jobs.bind(memory)
+    if metrics_port:
+        metrics.watch(memory.hot, memory.config.redis.queue)
+        metrics.serve(metrics_port)
     stop = threading.Event()
     memory.sweep(grace=0)
     if not burst:

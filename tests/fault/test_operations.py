@@ -208,3 +208,49 @@ def test_a_restarted_redis_is_told_apart_by_doctor(tmp_path, fault_config):
         redis.Redis(port=own.port).ping()
     finally:
         own.cleanup()
+
+
+def test_worker_metrics_report_flushes_compactions_and_the_shared_backlog(tmp_path, fault_config):
+    import urllib.request
+
+    from prometheus_client import generate_latest
+
+    from tests.fault.conftest import spawn
+
+    from hermes_redis import metrics
+
+    cfg, path = fault_config(max_messages=6, compression={"keep_recent": 1})
+    mem = SessionMemory(cfg)
+    before = metrics.APPENDS._value.get()
+    sid = mem.create_session(user_id="alice")
+    for i in range(10):
+        mem.append(sid, "user", f"We picked PostgreSQL {i}.")
+        mem.append(sid, "assistant", f"Noted, version {i}.")
+    assert metrics.APPENDS._value.get() - before == 20  # this process appended 20
+    assert b"hermes_appended_messages_total" in generate_latest()
+    port = free_port()
+    worker = spawn(["-m", "hermes_redis.cli", "--config", str(path), "worker",
+                    "--metrics-port", str(port)], path, tmp_path / "worker.log")
+
+    def scrape() -> dict[str, float]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return {}
+        return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                if line.startswith("hermes_") and " " in line}
+
+    try:
+        assert wait_for(lambda: scrape().get("hermes_archived_messages_total", 0) >= 20, 60), \
+            (tmp_path / "worker.log").read_text()
+        assert wait_for(lambda: scrape().get("hermes_backlog_sessions") == 0, 30)
+        got = scrape()
+        assert got["hermes_flushes_total"] >= 1 and got["hermes_compactions_total"] >= 1
+        assert got['hermes_summarizer_seconds_count{summarizer="extractive"}'] >= 1
+        assert got["hermes_failed_jobs"] == 0 and got["hermes_job_failures_total"] == 0
+        assert got["hermes_flush_lag_seconds_count"] >= 1
+        assert got["hermes_oldest_unarchived_seconds"] == 0
+    finally:
+        stop(worker)
+    mem.close()
