@@ -215,9 +215,8 @@ def test_worker_metrics_report_flushes_compactions_and_the_shared_backlog(tmp_pa
 
     from prometheus_client import generate_latest
 
-    from tests.fault.conftest import spawn
-
     from hermes_redis import metrics
+    from tests.fault.conftest import spawn
 
     cfg, path = fault_config(max_messages=6, compression={"keep_recent": 1})
     mem = SessionMemory(cfg)
