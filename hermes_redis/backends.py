@@ -60,6 +60,7 @@ def check_server(store: RedisHot, config: Config) -> None:
             raise ConfigError(f"Redis at {store.url} {detail}: {fix}")
         if status == "warn":
             log.warning("Redis at %s %s; %s", store.url, detail, fix)
+            store.warnings.append(f"{detail}; {fix}")
 
 
 def redis_safety(client: redis.Redis, config: Config) -> list[tuple[str, str, str]]:

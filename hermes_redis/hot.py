@@ -481,6 +481,7 @@ class RedisHot(HotStore):
     def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3) -> None:
         self.client: Any = client  # redis-py's stubs type replies as bytes | str
         self.retries = retries
+        self.warnings: list[str] = []  # what check_server found unsafe but allowed (info shows it)
         self.prefix = prefix
         self.url = redact_url(url)
         self._scripts: dict[str, Any] = {

@@ -187,6 +187,7 @@ class SessionReport:
     backend: str
     redis_url: str | None
     archive_path: str
+    redis_warnings: tuple[str, ...] = ()
 
     @property
     def context_tokens(self) -> int | None:
@@ -223,6 +224,7 @@ class SessionReport:
             "backend": self.backend,
             "redis_url": self.redis_url,
             "archive_path": self.archive_path,
+            "redis_warnings": list(self.redis_warnings),
         }
 
 
@@ -244,6 +246,7 @@ def session_report(mem: SessionMemory, sid: str) -> SessionReport:
         ttl_config=mem.config.session.ttl, encoding=mem.tokenizer.describe(),
         backend=mem.hot.name, redis_url=getattr(mem.hot, "url", None),
         archive_path=str(mem.config.archive_path),
+        redis_warnings=tuple(getattr(mem.hot, "warnings", ())),
     )
 
 
@@ -334,6 +337,7 @@ def report_lines(r: SessionReport) -> list[str]:
         ("Archive", r.archive_path),
     ]
     lines = key_values(pairs).splitlines()
+    lines += [f"Warning: Redis {w}" for w in r.redis_warnings]
     if r.warning:
         lines.append(r.warning)
     return lines

@@ -162,3 +162,28 @@ def test_a_redis_that_may_evict_is_refused_unless_accepted(tmp_path, caplog):
         mem.close()
     finally:
         server.cleanup()
+
+
+def test_info_shows_that_redis_persists_nothing(tmp_path):
+    """A Redis with neither AOF nor RDB is used, and `info` says what a restart would cost."""
+    from hermes_redis import SessionMemory
+    from hermes_redis.render import report_lines, session_report
+    from tests.conftest import make_config
+    from tests.redis_server import RedisServer
+
+    bare = RedisServer(aof=False).start()
+    safe = RedisServer(aof=True).start()
+    try:
+        for server, expect in ((bare, True), (safe, False)):
+            mem = SessionMemory(make_config(tmp_path, "redis", server.url))
+            sid = mem.create_session()
+            report = session_report(mem, sid)
+            lines = [ln for ln in report_lines(report) if ln.startswith("Warning: Redis")]
+            assert bool(lines) is expect, lines
+            if expect:
+                assert "persists nothing" in lines[0] and "appendonly yes" in lines[0]
+                assert report.as_dict()["redis_warnings"]
+            mem.close()
+    finally:
+        bare.cleanup()
+        safe.cleanup()
