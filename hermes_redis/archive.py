@@ -483,6 +483,12 @@ class Archive:
         first = next((m.seq for m in messages if m.seq <= high and m.message_id not in known), 0)
         return (first, high) if first else (0, 0)
 
+    def high_seqs(self, sids: Sequence[str]) -> dict[str, int]:
+        """The highest archived seq of each of ``sids`` that has archived messages."""
+        rows = self._read("SELECT session_id, max(seq) AS m FROM messages WHERE session_id IN ({})"
+                          " GROUP BY session_id", values=list(sids))
+        return {r["session_id"]: int(r["m"]) for r in rows}
+
     def tombstoned(self, sid: str) -> dict[str, int]:
         """The session's forgotten messages (message_id -> seq): never to be summarized."""
         rows = self._read("SELECT message_id, seq FROM tombstones WHERE session_id=?", (sid,))

@@ -100,6 +100,27 @@ class Maintainer:
         self.hot.ack_flush(sid, upto, self.ttl, tool_ids)
         return added
 
+    def catch_up(self) -> list[str]:
+        """After Redis restarted: every hot session whose seq is behind the archive's (an
+        older snapshot, a lagging replica) gets the archived messages it lost back and its
+        seq moved past them, before anyone appends. Returns those sessions."""
+        sids = self.hot.session_ids()
+        behind: list[str] = []
+        for i in range(0, len(sids), 1000):
+            chunk = sids[i:i + 1000]
+            high = self.archive.high_seqs(chunk)
+            for sid, meta in zip(chunk, self.hot.metas(chunk), strict=True):
+                if meta is not None and high.get(sid, 0) > int(meta["last_seq"]):
+                    first = int(meta["last_seq"]) + 1
+                    gap = self.archive.messages(sid, after_seq=first - 1, upto_seq=high[sid])
+                    self.hot.reseat(sid, first, high[sid], gap)
+                    metrics.RESEATS.inc()
+                    behind.append(sid)
+        if behind:
+            log.warning("Redis came back behind the archive: %d session(s) restored from it "
+                        "(seqs continue above the archive's)", len(behind))
+        return behind
+
     def _reseat(self, sid: str, first: int, high: int, again: bool) -> int:
         """Renumber the hot entries from ``first`` on past ``high`` and archive them."""
         if not again:  # reseated once in this flush and still colliding: never loop

@@ -222,6 +222,11 @@ class HotStore(ABC):
         """(bytes used, the maxmemory limit, 0 for none); None where there is no limit to meet."""
         return None
 
+    def restarted(self) -> bool:
+        """True once per server restart or failover, for the first process to ask (it then
+        checks the hot tier against the archive); an in-process store never restarts."""
+        return False
+
     def ping(self) -> None:  # noqa: B027 - optional hook, nothing to check in-process
         """Raise BackendUnavailableError when the store cannot be reached."""
 
@@ -555,6 +560,14 @@ class RedisHot(HotStore):
                         raise
                     time.sleep(min(0.05 * 2**n, 1.0))
         raise AssertionError("unreachable")
+
+    def restarted(self) -> bool:
+        def run() -> bool:
+            run_id = str(self.client.info("server").get("run_id", ""))
+            seen = self.client.getset(f"{self.prefix}:run-id", run_id)
+            return (seen.decode() if isinstance(seen, bytes) else seen) != run_id
+
+        return bool(self._call(run))
 
     def memory_use(self) -> tuple[int, int] | None:
         info = self._call(lambda: self.client.info("memory"))

@@ -64,6 +64,8 @@ class SessionMemory:
         self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
         self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
                                      self.tokenizer)
+        if self.hot.restarted():
+            self.maintainer.catch_up()
         self.pressure = MemoryPressure(self.hot, self.config.redis.memory_warn,
                                        self.config.redis.memory_limit)
         self._enqueue: Callable[[str], None] = (

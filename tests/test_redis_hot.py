@@ -14,7 +14,7 @@ def test_keys_of_a_session_share_one_hash_tag(rmem, redis_client):
     prefix = rmem.config.redis.key_prefix
     keys = {k.decode() for k in redis_client.keys(f"{prefix}:*")}
     assert keys == {f"{prefix}:{{{sid}}}:meta", f"{prefix}:{{{sid}}}:msgs",
-                    f"{prefix}:sessions", f"{prefix}:backlog"}
+                    f"{prefix}:sessions", f"{prefix}:backlog", f"{prefix}:run-id"}
 
 
 def test_a_retried_append_is_not_stored_twice(rmem):

@@ -102,3 +102,33 @@ def test_reseat_contract_on_both_stores(mem):
                     (first[2].message_id, 5), (first[3].message_id, 6)]
     assert int(mem.hot.meta(sid)["last_seq"]) == 6
     assert mem.hot.reseat("no-such-session", 1, 1, []) == -1
+
+
+def test_a_process_that_starts_after_the_rollback_restores_redis_before_any_append(
+        tmp_path, snapshot_redis):
+    """The first process to connect after a restart checks the hot tier against the archive:
+    the turns Redis forgot come back and appends continue above, with nothing renumbered."""
+    srv = snapshot_redis
+    cfg = make_config(tmp_path, "redis", srv.url, max_messages=500)
+    mem = SessionMemory(cfg)
+    sid = mem.create_session(user_id="alice")
+    early = [mem.append(sid, "user", f"early {i}").message_id for i in range(4)]
+    mem.flush(sid)
+    redis.Redis(port=srv.port).save()
+    shutil.copy(srv.dir / "dump.rdb", tmp_path / "old.rdb")
+    later = [mem.append(sid, "user", f"later {i}").message_id for i in range(5)]
+    mem.flush(sid)
+    mem.close()
+    srv.stop(kill=True)
+    shutil.copy(tmp_path / "old.rdb", srv.dir / "dump.rdb")
+    srv.start()
+
+    agent = SessionMemory(cfg)  # a process started after the rollback
+    assert [m.seq for m in agent.hot.messages(sid)] == list(range(1, 10))
+    assert [m.message_id for m in agent.context(sid).messages] == early + later
+    m = agent.append(sid, "user", "after")
+    assert m.seq == 10
+    agent.flush(sid)
+    assert [r[0] for r in archived(agent, sid)] == [*early, *later, m.message_id]
+    assert not SessionMemory(cfg).hot.restarted()  # the check runs once per restart
+    agent.close()
