@@ -86,9 +86,8 @@ def test_acl_user_limited_to_its_keys(tmp_path):
         round_trip(cfg, path, tmp_path)
         assert_secret_free((tmp_path / "worker.log").read_text())
         outside, _ = cfg_for(tmp_path, server.url, key_prefix="other")
-        with pytest.raises(BackendUnavailableError) as err:  # refused at connect now
-            with SessionMemory(outside) as mem:
-                mem.create_session(user_id="alice")
+        with pytest.raises(BackendUnavailableError) as err, SessionMemory(outside) as mem:
+            mem.create_session(user_id="alice")  # refused at connect now, before this
         assert "check the ACL user" in str(err.value) and "app:***@" in str(err.value)
         assert_secret_free(str(err.value))
     finally:
