@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "compression", "quality", "peers")
+SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality", "peers")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -87,7 +87,16 @@ def main(argv: list[str] | None = None) -> int:
               + (f" (only: {', '.join(wanted)})" if args.only else ""), ""]
     print("\n".join(header), flush=True)
 
-    from bench import append, compression, context_scaling, flush, memory_use, peer_compare, quality
+    from bench import (
+        append,
+        compression,
+        context_scaling,
+        flush,
+        listing,
+        memory_use,
+        peer_compare,
+        quality,
+    )
 
     server = start_redis()
     workdir = scratch_dir()
@@ -104,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = context_scaling.run(server, workdir, args.quick)
             elif name == "flush":
                 sec = flush.run(server, workdir, args.quick)
+            elif name == "listing":
+                sec = listing.run(server, workdir, args.quick)
             elif name == "compression":
                 sec = compression.run(workdir, args.quick)
             elif name == "quality":

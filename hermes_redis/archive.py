@@ -24,8 +24,9 @@ from typing import Any
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Message, new_message_id
 
-# 1: the seed's tables; 2: sessions.cleared_seq. Upgraded in place on open (PRAGMA user_version).
-SCHEMA_VERSION = 2
+# 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time).
+# Upgraded in place on open (PRAGMA user_version).
+SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, title TEXT,
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
@@ -40,6 +41,8 @@ CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY,
 CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, created_at);
 CREATE UNIQUE INDEX IF NOT EXISTS idx_messages_seq ON messages(session_id, seq);
 CREATE INDEX IF NOT EXISTS idx_sessions_user ON sessions(user_id, updated_at);
+CREATE INDEX IF NOT EXISTS idx_sessions_user_page ON sessions(user_id, status, updated_at, session_id);
+CREATE INDEX IF NOT EXISTS idx_sessions_page ON sessions(status, updated_at, session_id);
 CREATE TABLE IF NOT EXISTS tombstones (message_id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
   seq INTEGER, forgotten_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
 CREATE INDEX IF NOT EXISTS idx_tombstones_session ON tombstones(session_id);
@@ -72,6 +75,25 @@ def fts_query(query: str) -> str:
         if parts:
             phrases.append('"' + " ".join(parts) + '"*')
     return " AND ".join(phrases)
+
+
+def fts_matches(query: str, text: str) -> bool:
+    """Whether the archive's ``MATCH fts_query(query)`` would find ``text``: every query
+    word's tokens appear consecutively in it, the last as a prefix (unicode61: lower-cased
+    runs of letters and digits, each CJK character on its own). The hot tier's search uses
+    it, so a message gives the same hits before and after it is archived."""
+    tokens = _TOKENS.findall(fts_text(text).lower())
+    for word in query.split():
+        want = _TOKENS.findall(fts_text(word).lower())
+        if want and not any(
+                tokens[i:i + len(want) - 1] == want[:-1]
+                and tokens[i + len(want) - 1].startswith(want[-1])
+                for i in range(len(tokens) - len(want) + 1)):
+            return False
+    return True
+
+
+_TOKENS = re.compile(r"[^\W_]+")
 
 
 # Words too common to say what a question is about (BM25 would weigh them low anyway, but
@@ -383,11 +405,42 @@ class Archive:
             args.append(status)
         return self._read(sql + " ORDER BY updated_at DESC", args)
 
-    def session_ids_like(self, prefix: str) -> list[str]:
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        rows = self._read("SELECT session_id FROM sessions WHERE session_id LIKE ? ESCAPE '\\'",
-                          (escaped + "%",))
+    def sessions_page(self, user_id: str | None, status: str | None, limit: int,
+                      after: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` sessions, newest archived activity first, strictly after the
+        (updated_at, session_id) ``after``: an index range, whatever the table's size."""
+        sql, args = "SELECT * FROM sessions WHERE 1=1", []
+        if user_id is not None:
+            sql += " AND user_id=?"
+            args.append(user_id)
+        if status is not None:
+            sql += " AND status=?"
+            args.append(status)
+        if after is not None:
+            sql += " AND (updated_at < ? OR (updated_at = ? AND session_id < ?))"
+            args += [after[0], after[0], after[1]]
+        return self._read(sql + " ORDER BY updated_at DESC, session_id DESC LIMIT ?", [*args, limit])
+
+    def session_ids_like(self, prefix: str, limit: int = 6) -> list[str]:
+        """Up to ``limit`` session ids starting with ``prefix`` (an index range lookup; session
+        ids are ASCII below DEL, so ``prefix + DEL`` bounds the range)."""
+        rows = self._read("SELECT session_id FROM sessions WHERE session_id >= ? AND session_id < ?"
+                          " ORDER BY session_id LIMIT ?", (prefix, prefix + "\x7f", limit))
         return [r["session_id"] for r in rows]
+
+    def count_ids_like(self, prefix: str) -> int:
+        return int(self._read("SELECT count(*) AS n FROM sessions WHERE session_id >= ? AND"
+                              " session_id < ?", (prefix, prefix + "\x7f"))[0]["n"])
+
+    def neighbours(self, sids: Sequence[str]) -> set[str]:
+        """The ids sorted next to each of ``sids``: enough to find their shortest unique prefixes."""
+        out: set[str] = set()
+        for sid in sids:
+            for sql in ("SELECT session_id FROM sessions WHERE session_id < ? ORDER BY session_id"
+                        " DESC LIMIT 1", "SELECT session_id FROM sessions WHERE session_id > ?"
+                        " ORDER BY session_id LIMIT 1"):
+                out.update(r["session_id"] for r in self._read(sql, (sid,)))
+        return out
 
     def messages(self, sid: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Message]:
         sql = "SELECT * FROM messages WHERE session_id=? AND seq>?"

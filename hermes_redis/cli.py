@@ -37,7 +37,6 @@ from hermes_redis.render import (
     report_lines,
     seqs_upto,
     session_report,
-    short_ids,
     stamp,
     table,
     truncate,
@@ -166,28 +165,38 @@ def session() -> None:
 @user_option
 @click.option("--status", type=click.Choice(STATUS_CHOICES), default="active", show_default=True,
               help="Which sessions to show.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Sessions per page.")
+@click.option("--cursor", metavar="CURSOR", default=None,
+              help="Continue a listing where the previous page ended.")
 @json_option
 @pass_state
-def list_cmd(state: State, user_id: str | None, status: str, as_json: bool) -> None:
-    """Sessions from both tiers, newest first."""
+def list_cmd(state: State, user_id: str | None, status: str, limit: int, cursor: str | None,
+             as_json: bool) -> None:
+    """Sessions from both tiers, newest first, a page at a time."""
     mem = state.mem()
-    infos = mem.list_sessions(user_id=user_id, status=status)
+    infos = mem.list_sessions(user_id=user_id, status=status, limit=limit, cursor=cursor)
+    more = (f"More: hermes-redis session list --cursor {infos.next_cursor}"
+            if infos.next_cursor else None)
     if as_json:
         emit_json([_list_entry(i) for i in infos])
+        if more:
+            click.echo(more, err=True)
         return
     if not infos:
         which = "" if status == "all" else f"{status} "
         who = f" for user {user_id}" if user_id else ""
         click.echo(f"No {which}sessions{who}.")
         return
-    every = [i.session_id for i in mem.list_sessions(status="all")]
-    short = short_ids([i.session_id for i in infos], every)
+    short = mem.short_ids([i.session_id for i in infos])
     rows = [
         (short[i.session_id], truncate(clean(i.title) or "(untitled)", TITLE_CELLS),
          truncate(clean(i.user_id), 16), i.status, i.message_count, stamp(i.updated_at))
         for i in infos
     ]
     click.echo(table(("ID", "TITLE", "USER", "STATUS", "MESSAGES", "UPDATED"), rows, right=(4,)))
+    if more:
+        click.echo(more)
 
 
 def _list_entry(info: SessionInfo) -> dict[str, Any]:
@@ -412,8 +421,7 @@ def search(state: State, query: str, user_id: str | None, limit: int, as_json: b
     if not hits:
         click.echo(f"No messages match {query!r}.")
         return
-    every = [i.session_id for i in mem.list_sessions(status="all")]
-    short = short_ids([h.session_id for h in hits], every)
+    short = mem.short_ids([h.session_id for h in hits])
     rows = [
         (short[h.session_id], h.seq, h.role, truncate(clean(h.title) or "(untitled)", 24),
          truncate(clean(h.snippet), SNIPPET_CELLS))

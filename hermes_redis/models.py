@@ -9,6 +9,7 @@ import re
 import struct
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,6 +191,14 @@ class Message:
             "memory_refs": list(self.memory_refs),
             "created_at": self.created_at,
         }
+
+
+class SessionPage(list["SessionInfo"]):
+    """A page of a listing: the sessions, and ``next_cursor`` for the next page (None: last)."""
+
+    def __init__(self, items: Iterable[SessionInfo] = (), next_cursor: str | None = None) -> None:
+        super().__init__(items)
+        self.next_cursor = next_cursor
 
 
 @dataclass(frozen=True)

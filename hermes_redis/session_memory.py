@@ -3,6 +3,8 @@ hot tier, the archive and the maintainer; it never touches Redis or SQLite direc
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import os
 import time
@@ -13,7 +15,7 @@ from typing import Any
 
 from hermes_redis import config as config_mod
 from hermes_redis import metrics
-from hermes_redis.archive import Archive, Forgotten, SearchHit, parse_ts, snippet
+from hermes_redis.archive import Archive, Forgotten, SearchHit, fts_matches, parse_ts, snippet
 from hermes_redis.backends import open_hot, rq_dispatcher
 from hermes_redis.compaction import CompactResult, Maintainer, session_row, split_turns, sweep
 from hermes_redis.config import Config
@@ -33,6 +35,7 @@ from hermes_redis.models import (
     Context,
     Message,
     SessionInfo,
+    SessionPage,
     check_content,
     check_created_at,
     check_message_id,
@@ -106,6 +109,8 @@ class SessionMemory:
         meta = new_meta(user_id, title[: self.config.limits.max_title_chars], time.time())
         if not self.hot.create(sid, meta, self.config.session.ttl):
             raise ValidationError(f"session {sid} already exists; pick another id")
+        # listed and found by prefix from the archive's indexes, before its first flush
+        self.cold.write(session_row(sid, meta), [])
         return sid
 
     def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
@@ -267,17 +272,16 @@ class SessionMemory:
     def resolve(self, prefix: str) -> str:
         """A full session id from a unique prefix (as typed on the command line)."""
         check_session_id(prefix)
-        if self.hot.meta(prefix) is not None or self.cold.session(prefix) is not None:
+        if self.cold.session(prefix) is not None or self.hot.meta(prefix) is not None:
             return prefix
-        found = {s for s in self.hot.session_ids() if s.startswith(prefix)}
-        found |= set(self.cold.session_ids_like(prefix))
-        found = {s for s in found if self.hot.meta(s) is not None or self.cold.session(s)}
+        found = self.cold.session_ids_like(prefix)  # every session has an archive row
         if not found:
             raise NotFoundError(f"no session matches {prefix!r}; see `hermes-redis session list`")
         if len(found) > 1:
-            shown = ", ".join(sorted(found)[:5])
-            raise AmbiguousIdError(f"{prefix!r} matches {len(found)} sessions ({shown}); type more")
-        return found.pop()
+            shown = ", ".join(found[:5])
+            count = self.cold.count_ids_like(prefix)
+            raise AmbiguousIdError(f"{prefix!r} matches {count} sessions ({shown}); type more")
+        return found[0]
 
     # --- reading -----------------------------------------------------------------------------
     def context(self, session_id: str, budget: int | None = None, *,
@@ -371,41 +375,55 @@ class SessionMemory:
             raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
         return _info_from_row(row, archived)
 
-    def list_sessions(self, user_id: str | None = None, status: str | None = "active") -> list[SessionInfo]:
+    def list_sessions(self, user_id: str | None = None, status: str | None = "active",
+                      limit: int | None = 50, cursor: str | None = None) -> SessionPage:
+        """One page of sessions, newest activity first (as of their last flush), live counts
+        from the hot tier; ``page.next_cursor`` continues it (None: last page). ``limit=None``
+        lists all. A page costs an index range in the archive and one hot round trip."""
         if status == "all":
             status = None
         if status is not None and status not in STATUSES:
             raise ValidationError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}, all")
-        found: dict[str, SessionInfo] = {}
-        expired = []
-        sids = self.hot.session_ids()
-        for sid, meta in zip(sids, self.hot.metas(sids), strict=True):
-            if meta is None:
-                expired.append(sid)
-                continue
-            found[sid] = _info(sid, meta, 0, 0, None, "hot")
-        self.hot.unindex(expired)
-        for row in self.cold.sessions(user_id=user_id):
-            found.setdefault(row["session_id"], _info_from_row(row, int(row["message_count"])))
-        infos = [i for i in found.values()
-                 if (user_id is None or i.user_id == user_id) and (status is None or i.status == status)]
-        return sorted(infos, key=lambda i: i.updated_at, reverse=True)
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise ValidationError(f"limit must be a positive number of sessions, not {limit!r}")
+        after = _cursor_key(cursor) if cursor is not None else None
+        rows = self.cold.sessions_page(user_id, status, -1 if limit is None else limit + 1, after)
+        more = limit is not None and len(rows) > limit
+        rows = rows[:limit] if limit is not None else rows
+        sids = [r["session_id"] for r in rows]
+        infos = []
+        for row, meta in zip(rows, self.hot.metas(sids), strict=True):
+            if meta is not None:
+                infos.append(_info(row["session_id"], meta, 0, 0, None, "hot"))
+            else:
+                infos.append(_info_from_row(row, int(row["message_count"] or 0)))
+        nxt = _cursor_of(rows[-1]) if more and rows else None
+        return SessionPage(infos, next_cursor=nxt)
+
+    def short_ids(self, sids: Sequence[str], minimum: int = 8) -> dict[str, str]:
+        """The shortest unique prefix (at least ``minimum`` characters) of each of ``sids``."""
+        from hermes_redis.render import short_ids
+
+        return short_ids(list(sids), sorted(set(sids) | self.cold.neighbours(sids)), minimum)
 
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("search query is empty: give at least one word")
         hits = self.cold.search(query, user_id=user_id, limit=limit)
         seen = {(h.session_id, h.seq) for h in hits}
-        words = [w.lower() for w in query.split()]
-        for sid in self.hot.backlog_sessions(time.time()):
-            meta = self.hot.meta(sid)
+        # Not yet archived: only the backlog's sessions, only their unarchived messages, and
+        # matched as the archive matches (fts_matches), so a hit does not change on a flush.
+        backlog = self.hot.backlog_sessions(time.time())
+        for sid, meta in zip(backlog, self.hot.metas(backlog), strict=True):
             if meta is None or (user_id is not None and meta["user_id"] != user_id):
                 continue
             if meta["status"] == "deleted":
                 continue
-            for m in self.hot.messages(sid):
-                text = m.content.lower()
-                if (sid, m.seq) not in seen and all(w in text for w in words):
+            flushed = int(meta["flushed_seq"])
+            for m in self.hot.tail(sid, page_size=256):
+                if m.seq <= flushed:
+                    break
+                if (sid, m.seq) not in seen and fts_matches(query, m.content):
                     hits.append(SearchHit(sid, m.seq, m.role, snippet(m.content, query),
                                           meta["title"], 0.0, "hot"))
         return hits[:limit]
@@ -576,3 +594,22 @@ class MemoryPressure:
 
     def appended(self, n: int) -> None:
         self._count += n
+
+
+def _cursor_of(row: dict[str, Any]) -> str:
+    raw = json.dumps([row["updated_at"], row["session_id"]]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _cursor_key(cursor: str) -> tuple[str, str]:
+    """The (updated_at, session_id) a cursor stands for; a bad one is a ValidationError."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated, sid = json.loads(raw)
+        if isinstance(updated, str) and isinstance(sid, str):
+            return updated, sid
+    except (ValueError, TypeError):
+        pass
+    raise ValidationError(f"cursor {cursor[:40]!r} is not one a listing returned; "
+                          "pass the next_cursor of the previous page")
+

@@ -46,14 +46,19 @@ def test_unarchived_keys_have_no_ttl_and_archived_ones_do(config_factory):
     assert mem.info(sid).backlog == 0
 
 
-def test_prefixes_isolate_deployments(config_factory):
+def test_prefixes_isolate_deployments(config_factory, tmp_path):
+    """Two deployments on one Redis, each with its own prefix (and its own archive)."""
     from hermes_redis import SessionMemory
 
     a = SessionMemory(config_factory("redis"))
-    b = SessionMemory(config_factory("redis"))
+    b_config = config_factory("redis").with_overrides(archive={"path": str(tmp_path / "b.db")})
+    b = SessionMemory(b_config)
     sid = a.create_session()
     a.append(sid, "user", "only in a")
     assert sid not in [s.session_id for s in b.list_sessions()]
+    assert b.hot.meta(sid) is None and a.hot.meta(sid) is not None
+    a.close()
+    b.close()
 
 
 def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_factory):

@@ -56,8 +56,10 @@ def test_doctor_passes_a_safe_deployment_and_fails_without_a_worker(tmp_path, fa
         names = {c["name"] for c in data["checks"]}
         assert {"redis", "memory", "archive", "workers", "backlog", "jobs"} <= names
         assert all(c["status"] == "ok" for c in data["checks"]), data
-        assert "schema version 2" in next(c["detail"] for c in data["checks"]
-                                          if c["name"] == "archive")
+        from hermes_redis.archive import SCHEMA_VERSION
+
+        assert f"schema version {SCHEMA_VERSION}" in next(c["detail"] for c in data["checks"]
+                                                          if c["name"] == "archive")
     finally:
         stop(worker)
     mem.close()
