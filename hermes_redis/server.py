@@ -1,0 +1,686 @@
+"""The HTTP API (``hermes-redis serve``): SessionMemory as JSON over HTTP, with API keys.
+
+Every /v1 route calls the library and nothing below it (keys are checked in
+``hermes_redis.keys``). The library's errors become ``{"error": {"code", "message"}}`` with
+the matching status and its one-line message unchanged; bad input is never a 500. A user
+key sees only its user's data: another user's session or memory answers 404 with the very
+text an unknown id gets, so the answer does not reveal that it exists.
+"""
+
+import base64
+import binascii
+import importlib
+import importlib.util
+import ipaddress
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from hermes_redis import __version__
+from hermes_redis import config as config_mod
+from hermes_redis.config import Config
+from hermes_redis.errors import (
+    AmbiguousIdError,
+    BackendUnavailableError,
+    ConfigError,
+    HermesError,
+    NotFoundError,
+    StateError,
+    ValidationError,
+)
+from hermes_redis.keys import KeyStore
+from hermes_redis.models import ROLES
+from hermes_redis.session_memory import SessionMemory
+
+log = logging.getLogger(__name__)
+
+# status and code of each library error; the client maps the code back to the class
+ERRORS: dict[type[HermesError], tuple[int, str]] = {
+    ValidationError: (422, "invalid"),
+    NotFoundError: (404, "not_found"),
+    AmbiguousIdError: (409, "ambiguous_id"),
+    StateError: (409, "conflict"),
+    BackendUnavailableError: (503, "unavailable"),
+    ConfigError: (503, "misconfigured"),
+}
+MAX_PAGE = 1000
+Scope = MutableMapping[str, Any]
+ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+                   Awaitable[None]]
+
+
+class ApiError(Exception):
+    """An error the HTTP layer itself raises (auth, body size, malformed JSON)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": " ".join(message.split())}}
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def not_found(sid: str) -> NotFoundError:
+    """Exactly what the library says for an unknown session (another user's looks the same)."""
+    return NotFoundError(f"no session {sid}; see `hermes-redis session list`")
+
+
+# --- request and response shapes (the OpenAPI schema) ------------------------------------------
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionIn(Strict):
+    user_id: str | None = Field(None, description="default: the key's user (admin: 'default')")
+    title: str = ""
+    session_id: str | None = Field(None, description="default: a new random id")
+
+
+class MessageIn(Strict):
+    role: str = Field(json_schema_extra={"enum": list(ROLES)})
+    content: str
+    tool_calls: list[Any] | dict[str, Any] | str | None = None
+    file_refs: list[str] | None = None
+    memory_refs: list[str] | None = None
+    message_id: str | None = Field(None, description="32 hex digits; a retry with the same id "
+                                                     "returns the stored message")
+    created_at: float | None = Field(None, description="Unix seconds; default now")
+
+
+class MessageBatch(Strict):
+    messages: list[MessageIn] = Field(description="a whole turn, stored in one atomic step")
+
+
+class ForgetIn(Strict):
+    last: int | None = Field(None, description="forget the last N turns")
+    keyword: str | None = Field(None, description="forget every message containing it")
+
+
+class MemoryIn(Strict):
+    user_id: str | None = Field(None, description="default: the key's user")
+    text: str
+    session_id: str | None = None
+
+
+class MessageOut(BaseModel):
+    message_id: str
+    session_id: str
+    seq: int
+    role: str
+    content: str
+    token_count: int
+    tool_calls: list[Any] | dict[str, Any] | None
+    file_refs: list[str]
+    memory_refs: list[str]
+    created_at: float
+
+
+class MessagesOut(BaseModel):
+    messages: list[MessageOut]
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    user_id: str
+    title: str
+    created_at: float
+    updated_at: float
+    total_tokens: int
+    message_count: int
+    status: str
+    summary: str
+    summary_seq: int
+    last_seq: int
+    flushed_seq: int
+    hot_count: int
+    archived_count: int
+    ttl_left: int | None
+    tier: str
+    backlog: int
+
+
+class SessionsOut(BaseModel):
+    sessions: list[SessionOut]
+    next_cursor: str | None
+
+
+class CompactionOut(BaseModel):
+    summarized_upto: int
+    trimmed: int
+    summary_tokens: int
+    kept: int
+
+
+class CompactedOut(SessionOut):
+    compaction: CompactionOut | None
+
+
+class ContextOut(BaseModel):
+    session_id: str
+    summary: str
+    memories: list[str]
+    tokens: int
+    budget: int
+    window: int
+    usage: float
+    first_seq: int
+    opening: list[MessageOut]
+    recalled: list[MessageOut]
+    messages: list[MessageOut]
+
+
+class ForgottenOut(BaseModel):
+    forgotten: int
+
+
+class MemoryOut(BaseModel):
+    memory_id: str
+    user_id: str
+    session_id: str | None
+    content: str
+    token_count: int | None = None
+    created_at: str | None = None
+
+
+class MemoriesOut(BaseModel):
+    memories: list[MemoryOut]
+
+
+class HitOut(BaseModel):
+    session_id: str
+    seq: int
+    role: str
+    snippet: str
+    title: str
+    score: float
+    tier: str
+
+
+class HitsOut(BaseModel):
+    hits: list[HitOut]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 413, 422, 503)
+}
+
+
+# --- who is asking ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Principal:
+    """The caller: ``user_id`` None sees every user (an admin key, or no keys on loopback)."""
+
+    user_id: str | None
+    key_id: str | None
+
+    def user(self, asked: str | None, default: str | None = None) -> str | None:
+        """The user a request acts for: a user key acts for its own user only (403 else)."""
+        if self.user_id is None:
+            return asked if asked is not None else default
+        if asked is not None and asked != self.user_id:
+            raise ApiError(403, "forbidden", f"this API key belongs to user {self.user_id}; "
+                                             "it cannot act for another user")
+        return self.user_id
+
+
+class Auth:
+    """Bearer keys from the archive; with none, the server is open (and on loopback only)."""
+
+    def __init__(self, keys: KeyStore, require_keys: bool) -> None:
+        self.keys, self.require_keys = keys, require_keys
+
+    async def __call__(self, request: Request) -> Principal:
+        header = request.headers.get("authorization")
+        if header is None:
+            if not self.require_keys and self.keys.active() == 0:
+                return Principal(None, None)
+            raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key> "
+                                                "(`hermes-redis key create --user U` makes one)")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "unauthorized", "malformed Authorization header: use "
+                                                "Authorization: Bearer <key>")
+        key = self.keys.check(token.strip())
+        if key is None:  # never echo the key
+            raise ApiError(401, "unauthorized", "invalid or revoked API key; ask for a new one "
+                                                "(`hermes-redis key list` shows the active ones)")
+        return Principal(key.user_id, key.key_id)
+
+
+# --- metrics ----------------------------------------------------------------------------------
+class BacklogCollector:
+    """Hot-tier backlog gauges, read from the library at scrape time."""
+
+    def __init__(self, mem: SessionMemory) -> None:
+        self.mem = mem
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            sessions, messages, oldest = self.mem.backlog()
+        except HermesError as err:
+            log.warning("metrics: %s", err)
+            return
+        yield GaugeMetricFamily("hermes_backlog_sessions",
+                                "Sessions holding messages not yet archived", value=sessions)
+        yield GaugeMetricFamily("hermes_backlog_messages",
+                                "Messages in the hot tier not yet archived", value=messages)
+        yield GaugeMetricFamily("hermes_oldest_unarchived_age_seconds",
+                                "Age of the oldest message not yet archived (0: none)",
+                                value=oldest or 0.0)
+
+
+class Metrics:
+    """Requests and latency per route template; per process, or summed over uvicorn workers
+    when ``PROMETHEUS_MULTIPROC_DIR`` is set (``serve --workers N`` sets it)."""
+
+    def __init__(self, mem: SessionMemory) -> None:
+        self.registry = CollectorRegistry()
+        self.multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        self.requests = Counter("hermes_http_requests", "HTTP requests",
+                                ("method", "route", "status"), registry=self.registry)
+        self.latency = Histogram("hermes_http_request_duration_seconds", "HTTP request latency",
+                                 ("method", "route"), registry=self.registry,
+                                 buckets=(.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5,
+                                          1, 2.5, 5, 10))
+        self.backlog = BacklogCollector(mem)
+        if not self.multiprocess:
+            self.registry.register(self.backlog)
+
+    def render(self) -> bytes:
+        if not self.multiprocess:
+            return generate_latest(self.registry)
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        registry.register(self.backlog)
+        return generate_latest(registry)
+
+
+class Edge:
+    """Pure ASGI middleware: refuses bodies over ``max_body`` with 413 (by Content-Length,
+    and by counting a streamed body), and times every request for /metrics."""
+
+    def __init__(self, app: ASGIApp, max_body: int, metrics: Metrics) -> None:
+        self.app, self.max_body, self.metrics = app, max_body, metrics
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+        started = False
+
+        async def send_status(message: Any) -> None:
+            nonlocal status, started
+            if message["type"] == "http.response.start":
+                status, started = message["status"], True
+            await send(message)
+
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        try:
+            if length is not None and length.isdigit() and int(length) > self.max_body:
+                await self._too_large(send_status, int(length))
+                return
+            seen = 0
+
+            async def counted() -> Any:
+                nonlocal seen
+                message = await receive()
+                if message["type"] == "http.request":
+                    seen += len(message.get("body", b""))
+                    if seen > self.max_body:
+                        raise ApiError(413, "too_large", self._too_large_text(seen))
+                return message
+
+            try:
+                await self.app(scope, counted, send_status)
+            except ApiError as err:
+                if started:
+                    raise
+                await _send_json(send_status, err.status, error_body(err.code, err.message))
+        finally:
+            route = scope.get("route")
+            template = getattr(route, "path", None) or "unmatched"
+            method = scope.get("method", "")
+            self.metrics.requests.labels(method, template, str(status)).inc()
+            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+
+    def _too_large_text(self, size: int) -> str:
+        return (f"request body is {size} bytes or more, over the limit of {self.max_body} "
+                "(server.max_body_bytes): send less per request")
+
+    async def _too_large(self, send: Callable[[Any], Awaitable[None]], size: int) -> None:
+        await _send_json(send, 413, error_body("too_large", self._too_large_text(size)))
+
+
+async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, body: Any) -> None:
+    raw = json.dumps(body).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(raw)).encode())]})
+    await send({"type": "http.response.body", "body": raw})
+
+
+# --- the app ----------------------------------------------------------------------------------
+def _cursor(info: Any) -> str:
+    raw = json.dumps([info.updated_at, info.session_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _after_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated, sid = json.loads(raw)
+        if isinstance(updated, bool) or not isinstance(updated, int | float) or not isinstance(sid, str):
+            raise ValueError
+        return float(updated), sid
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise ValidationError("invalid cursor: pass the next_cursor of the previous page "
+                              "unchanged") from None
+
+
+def _words_in(text: str, words: list[str]) -> bool:
+    lowered = text.lower()
+    return all(w in lowered for w in words)
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[int, str, str]:
+    errors = list(exc.errors())
+    body = getattr(exc, "body", None)
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return 400, "malformed_json", ("request body is not valid JSON: send one JSON object "
+                                       "with Content-Type: application/json")
+    branch = "MessageBatch" if isinstance(body, dict) and "messages" in body else "MessageIn"
+    picked = [e for e in errors if branch in e.get("loc", ())] or errors
+    e = picked[0] if picked else {"loc": ("body",), "msg": "invalid request"}
+    loc = [str(x) for x in e.get("loc", ()) if x not in ("MessageIn", "MessageBatch")]
+    where = loc[0] if loc else "body"
+    field = ".".join(loc[1:])
+    name = f"{field} ({where})" if field else ("request body" if where == "body" else where)
+    msg = str(e.get("msg", "invalid"))
+    return 422, "invalid", f"{name}: {msg}; see /docs for the expected shape"
+
+
+def create_app(config: Config | None = None, *, require_keys: bool | None = None,
+               mem: SessionMemory | None = None) -> FastAPI:
+    """The ASGI app over one SessionMemory. ``require_keys`` (default: the configured host is
+    not loopback) refuses keyless requests even when no key exists."""
+    config = config or config_mod.load()
+    mem = mem or SessionMemory(config)
+    keys = KeyStore(mem.cold)
+    auth = Auth(keys, not is_loopback(config.server.host) if require_keys is None else require_keys)
+    metrics = Metrics(mem)
+    app = FastAPI(title="hermes-redis", version=__version__, openapi_url="/openapi.json",
+                  docs_url="/docs", redoc_url=None,
+                  description="Session memory for AI agents: sessions, messages, context, "
+                              "persistent memories and search over HTTP. Errors are "
+                              '`{"error": {"code", "message"}}`.')
+    app.state.mem, app.state.keys = mem, keys
+    app.add_middleware(Edge, max_body=config.server.max_body_bytes, metrics=metrics)  # type: ignore[arg-type]
+    Who = Annotated[Principal, Depends(auth)]
+
+    @app.exception_handler(HermesError)
+    async def hermes_error(request: Request, err: HermesError) -> JSONResponse:
+        status, code = next((v for cls, v in ERRORS.items() if isinstance(err, cls)),
+                            (503, "unavailable"))
+        if getattr(request.state, "too_large", False) and isinstance(err, ValidationError):
+            status, code = 413, "too_large"
+        return JSONResponse(error_body(code, str(err)), status_code=status)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, err: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(err.code, err.message), status_code=err.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        status, code, message = _validation_message(exc)
+        return JSONResponse(error_body(code, message), status_code=status)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return JSONResponse(error_body("internal", "internal error; the server log has the "
+                                                   "details"), status_code=500)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        message = (f"no route {request.method} {request.url.path}; see /docs"
+                   if exc.status_code in (404, 405) else str(exc.detail))
+        return JSONResponse(error_body(code, message), status_code=exc.status_code)
+
+    def owned(p: Principal, sid: str) -> str:
+        """``sid`` when the caller may see it; another user's session is not found."""
+        if p.user_id is not None and mem.user_of(sid) != p.user_id:
+            raise not_found(sid)
+        return sid
+
+    def info_json(sid: str) -> JSONResponse:
+        return JSONResponse(mem.info(sid).as_dict())
+
+    # --- sessions ---
+    @app.post("/v1/sessions", status_code=201, response_model=SessionOut, responses=ERROR_RESPONSES,
+              tags=["sessions"])
+    def create_session(body: SessionIn, p: Who) -> JSONResponse:
+        user = p.user(body.user_id, "default")
+        assert user is not None
+        sid = mem.create_session(user_id=user, title=body.title, session_id=body.session_id)
+        return JSONResponse(mem.info(sid).as_dict(), status_code=201)
+
+    @app.get("/v1/sessions", response_model=SessionsOut, responses=ERROR_RESPONSES,
+             tags=["sessions"])
+    def list_sessions(p: Who, user_id: str | None = None,
+                      status: Literal["active", "archived", "deleted", "all"] = "active",
+                      limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+                      cursor: str | None = None) -> JSONResponse:
+        """Newest first. The cursor pages over the library's full list (pushed down later)."""
+        user = p.user(user_id)
+        infos = sorted(mem.list_sessions(user_id=user, status=status),
+                       key=lambda i: (-i.updated_at, i.session_id))
+        if cursor:
+            updated, last = _after_cursor(cursor)
+            infos = [i for i in infos if (-i.updated_at, i.session_id) > (-updated, last)]
+        page = infos[:limit]
+        more = len(infos) > limit
+        return JSONResponse({"sessions": [i.as_dict() for i in page],
+                             "next_cursor": _cursor(page[-1]) if more and page else None})
+
+    @app.get("/v1/sessions/{session_id}", response_model=SessionOut, responses=ERROR_RESPONSES,
+             tags=["sessions"])
+    def session_info(session_id: str, p: Who) -> JSONResponse:
+        return info_json(owned(p, session_id))
+
+    @app.delete("/v1/sessions/{session_id}", status_code=204, responses=ERROR_RESPONSES,
+                tags=["sessions"])
+    def delete_session(session_id: str, p: Who, purge: bool = False) -> Response:
+        mem.delete(owned(p, session_id), purge=purge)
+        return Response(status_code=204)
+
+    # --- messages ---
+    @app.post("/v1/sessions/{session_id}/messages", status_code=201,
+              response_model=MessageOut | MessagesOut, responses=ERROR_RESPONSES,
+              tags=["messages"])
+    def append(session_id: str, body: MessageIn | MessageBatch, p: Who,
+               request: Request) -> JSONResponse:
+        """One message, or a whole turn (``messages``) in one atomic Redis round trip;
+        idempotent by ``message_id``."""
+        sid = owned(p, session_id)
+        limit = mem.config.limits.max_content_bytes
+        items = body.messages if isinstance(body, MessageBatch) else [body]
+        if any(len(m.content) > limit // 4 and len(m.content.encode("utf-8", "replace")) > limit
+               for m in items):
+            request.state.too_large = True  # the library's ValidationError answers 413
+        if isinstance(body, MessageBatch):
+            stored = mem.append_many(sid, [m.model_dump(exclude_unset=True) for m in body.messages])
+            return JSONResponse({"messages": [m.as_dict() for m in stored]}, status_code=201)
+        msg = mem.append(sid, **body.model_dump(exclude_unset=True))
+        return JSONResponse(msg.as_dict(), status_code=201)
+
+    @app.get("/v1/sessions/{session_id}/messages", response_model=MessagesOut,
+             responses=ERROR_RESPONSES, tags=["messages"])
+    def list_messages(session_id: str, p: Who, after_seq: Annotated[int, Query(ge=0)] = 0,
+                      limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
+        """Messages with seq > ``after_seq`` in seq order, archived and hot; page on with the
+        last seq returned."""
+        msgs = mem.messages(owned(p, session_id), after_seq=after_seq, limit=limit)
+        return JSONResponse({"messages": [m.as_dict() for m in msgs]})
+
+    @app.get("/v1/sessions/{session_id}/context", response_model=ContextOut,
+             responses=ERROR_RESPONSES, tags=["context"])
+    def context(session_id: str, p: Who, budget: Annotated[int | None, Query(ge=1)] = None,
+                query: str | None = None, touch: bool = True) -> JSONResponse:
+        """What to send to the model now; never more than ``budget`` tokens."""
+        ctx = mem.context(owned(p, session_id), budget, query=query, touch=touch)
+        return JSONResponse(ctx.as_dict())
+
+    # --- changing a session ---
+    @app.post("/v1/sessions/{session_id}/forget", response_model=ForgottenOut,
+              responses=ERROR_RESPONSES, tags=["sessions"])
+    def forget(session_id: str, body: ForgetIn, p: Who) -> JSONResponse:
+        """Remove messages from both tiers for good: the last N turns, or a keyword."""
+        if (body.last is None) == (body.keyword is None):
+            raise ValidationError('give exactly one of "last" (turns) or "keyword"')
+        sid = owned(p, session_id)
+        n = (mem.forget_last(sid, body.last) if body.last is not None
+             else mem.forget_keyword(sid, body.keyword or ""))
+        return JSONResponse({"forgotten": n})
+
+    @app.post("/v1/sessions/{session_id}/clear", response_model=SessionOut,
+              responses=ERROR_RESPONSES, tags=["sessions"])
+    def clear(session_id: str, p: Who) -> JSONResponse:
+        """Empty the context (hot turns and summary); the archive and memories stay."""
+        mem.clear(owned(p, session_id))
+        return info_json(session_id)
+
+    @app.post("/v1/sessions/{session_id}/archive", response_model=SessionOut,
+              responses=ERROR_RESPONSES, tags=["sessions"])
+    def archive(session_id: str, p: Who) -> JSONResponse:
+        mem.archive(owned(p, session_id))
+        return info_json(session_id)
+
+    @app.post("/v1/sessions/{session_id}/restore", response_model=SessionOut,
+              responses=ERROR_RESPONSES, tags=["sessions"])
+    def restore(session_id: str, p: Who) -> JSONResponse:
+        mem.restore(owned(p, session_id))
+        return info_json(session_id)
+
+    @app.post("/v1/sessions/{session_id}/compact", response_model=CompactedOut,
+              responses=ERROR_RESPONSES, tags=["sessions"])
+    def compact(session_id: str, p: Who) -> JSONResponse:
+        """Summarize older turns now; ``compaction`` is null when there was nothing to do."""
+        result = mem.compact(owned(p, session_id))
+        data = mem.info(session_id).as_dict()
+        data["compaction"] = None if result is None else dict(result.__dict__)
+        return JSONResponse(data)
+
+    # --- memories and search ---
+    @app.post("/v1/memories", status_code=201, response_model=MemoryOut,
+              responses=ERROR_RESPONSES, tags=["memories"])
+    def remember(body: MemoryIn, p: Who) -> JSONResponse:
+        user = p.user(body.user_id)
+        if user is None:
+            raise ValidationError("user_id is required with an admin key: say whose memory it is")
+        if body.session_id is not None:
+            owned(p, body.session_id)
+        memory_id = mem.remember(user, body.text, session_id=body.session_id)
+        return JSONResponse({"memory_id": memory_id, "user_id": user,
+                             "session_id": body.session_id, "content": body.text.strip()},
+                            status_code=201)
+
+    @app.get("/v1/memories", response_model=MemoriesOut, responses=ERROR_RESPONSES,
+             tags=["memories"])
+    def memories(p: Who, user_id: str | None = None, query: str | None = None,
+                 limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
+        """The user's persistent memories, oldest first; ``query`` keeps those holding every word."""
+        user = p.user(user_id)
+        if user is None:
+            raise ValidationError("user_id is required with an admin key: say whose memories")
+        rows = mem.memories(user)
+        if query and query.split():
+            words = [w.lower() for w in query.split()]
+            rows = [r for r in rows if _words_in(r["content"], words)]
+        return JSONResponse({"memories": rows[:limit]})
+
+    @app.delete("/v1/memories/{memory_id}", status_code=204, responses=ERROR_RESPONSES,
+                tags=["memories"])
+    def forget_memory(memory_id: str, p: Who) -> Response:
+        mem.forget_memory(memory_id, user_id=p.user_id)
+        return Response(status_code=204)
+
+    @app.get("/v1/search", response_model=HitsOut, responses=ERROR_RESPONSES, tags=["search"])
+    def search(p: Who, q: str, user_id: str | None = None,
+               limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20) -> JSONResponse:
+        """Full-text search over archived and hot messages, best match first."""
+        hits = mem.search(q, user_id=p.user(user_id), limit=limit)
+        return JSONResponse({"hits": [h.as_dict() for h in hits]})
+
+    # --- operations ---
+    @app.get("/healthz", tags=["operations"])
+    def healthz() -> dict[str, str]:
+        """The process answers (says nothing about Redis or the archive: see /readyz)."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"], responses={503: {"model": ErrorOut}})
+    def readyz() -> dict[str, str]:
+        """Redis and the archive both answer."""
+        mem.ping()
+        return {"status": "ready"}
+
+    @app.get("/metrics", tags=["operations"], response_class=PlainTextResponse)
+    def metrics_text() -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    _mount_mcp(app, mem)
+    return app
+
+
+def _mount_mcp(app: FastAPI, mem: SessionMemory) -> None:
+    """THE place /mcp is mounted: when ``hermes_redis.mcp_server`` exists (the ``mcp`` branch),
+    its ASGI app is served at /mcp. Nothing MCP-specific is implemented here."""
+    if importlib.util.find_spec("hermes_redis.mcp_server") is None:
+        return
+    module = importlib.import_module("hermes_redis.mcp_server")
+    factory = getattr(module, "asgi_app", None) or getattr(module, "create_app", None)
+    if factory is not None:
+        app.mount("/mcp", factory(mem))
+
+
+def app_from_env() -> FastAPI:
+    """Factory for uvicorn (``--workers N`` imports it in each worker): the config named by
+    $HERMES_CONFIG, with the $HERMES_SERVER_* overrides the CLI set."""
+    return create_app(config_mod.load(os.environ.get("HERMES_CONFIG") or None))
+
