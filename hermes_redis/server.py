@@ -362,8 +362,9 @@ class Edge:
                 message = await receive()
                 if message["type"] == "http.request":
                     seen += len(message.get("body", b""))
-                    if seen > self.max_body:
-                        raise ApiError(413, "too_large", self._too_large_text(seen))
+                    if seen > self.max_body:  # FastAPI turns this into a 400: say why
+                        scope["hermes.too_large"] = self._too_large_text(seen)
+                        raise ApiError(413, "too_large", scope["hermes.too_large"])
                 return message
 
             try:
@@ -478,6 +479,9 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if "hermes.too_large" in request.scope:  # the body stream went over the limit
+            return JSONResponse(error_body("too_large", request.scope["hermes.too_large"]),
+                                status_code=413)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         message = (f"no route {request.method} {request.url.path}; see /docs"
                    if exc.status_code in (404, 405) else str(exc.detail))
