@@ -20,12 +20,13 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import JsonDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hermes_redis import __version__
@@ -88,40 +89,54 @@ def not_found(sid: str) -> NotFoundError:
 
 
 # --- request and response shapes (the OpenAPI schema) ------------------------------------------
+# The schema documents the library's rules; the library checks them (its messages are the API's).
+SID_SHAPE: JsonDict = {"pattern": r"^[A-Za-z0-9_-]{1,64}$"}
+TEXT_SHAPE: JsonDict = {"pattern": r"\S"}  # at least one non-blank character
+USER_SHAPE: JsonDict = {"pattern": r"^[A-Za-z0-9_.@:+-]{1,128}$",
+              "description": "1-128 printable characters (the schema shows the common ones)"}
+SessionId = Annotated[str, Path(json_schema_extra=SID_SHAPE)]
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class SessionIn(Strict):
-    user_id: str | None = Field(None, description="default: the key's user (admin: 'default')")
+    user_id: str | None = Field(None, description="default: the key's user (admin: 'default')",
+                                json_schema_extra=USER_SHAPE)
     title: str = ""
-    session_id: str | None = Field(None, description="default: a new random id")
+    session_id: str | None = Field(None, description="default: a new random id",
+                                   json_schema_extra=SID_SHAPE)
 
 
 class MessageIn(Strict):
     role: str = Field(json_schema_extra={"enum": list(ROLES)})
-    content: str
-    tool_calls: list[Any] | dict[str, Any] | str | None = None
+    content: str = Field(json_schema_extra=TEXT_SHAPE)
+    tool_calls: list[Any] | dict[str, Any] | None = None
     file_refs: list[str] | None = None
     memory_refs: list[str] | None = None
     message_id: str | None = Field(None, description="32 hex digits; a retry with the same id "
-                                                     "returns the stored message")
-    created_at: float | None = Field(None, description="Unix seconds; default now")
+                                                     "returns the stored message",
+                                   json_schema_extra={"pattern": "^[0-9a-f]{32}$"})
+    created_at: float | None = Field(None, description="Unix seconds; default now",
+                                     json_schema_extra={"minimum": 0, "maximum": 253402300799})
 
 
 class MessageBatch(Strict):
-    messages: list[MessageIn] = Field(description="a whole turn, stored in one atomic step")
+    messages: list[MessageIn] = Field(description="a whole turn, stored in one atomic step",
+                                      json_schema_extra={"minItems": 1, "maxItems": 1000})
 
 
 class ForgetIn(Strict):
-    last: int | None = Field(None, description="forget the last N turns")
-    keyword: str | None = Field(None, description="forget every message containing it")
+    last: int | None = Field(None, description="forget the last N turns",
+                             json_schema_extra={"minimum": 1})
+    keyword: str | None = Field(None, description="forget every message containing it",
+                                json_schema_extra=TEXT_SHAPE)
 
 
 class MemoryIn(Strict):
-    user_id: str | None = Field(None, description="default: the key's user")
-    text: str
-    session_id: str | None = None
+    user_id: str | None = Field(None, description="default: the key's user; required with an "
+                                                  "admin key", json_schema_extra=USER_SHAPE)
+    text: str = Field(json_schema_extra=TEXT_SHAPE)
+    session_id: str | None = Field(None, json_schema_extra=SID_SHAPE)
 
 
 class MessageOut(BaseModel):
@@ -525,12 +540,12 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.get("/v1/sessions/{session_id}", response_model=SessionOut, responses=ERROR_RESPONSES,
              tags=["sessions"])
-    def session_info(session_id: str, p: Who) -> JSONResponse:
+    def session_info(session_id: SessionId, p: Who) -> JSONResponse:
         return info_json(owned(p, session_id))
 
     @app.delete("/v1/sessions/{session_id}", status_code=204, responses=ERROR_RESPONSES,
                 tags=["sessions"])
-    def delete_session(session_id: str, p: Who, purge: bool = False) -> Response:
+    def delete_session(session_id: SessionId, p: Who, purge: bool = False) -> Response:
         mem.delete(owned(p, session_id), purge=purge)
         return Response(status_code=204)
 
@@ -538,7 +553,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     @app.post("/v1/sessions/{session_id}/messages", status_code=201,
               response_model=MessageOut | MessagesOut, responses=ERROR_RESPONSES,
               tags=["messages"])
-    def append(session_id: str, body: MessageIn | MessageBatch, p: Who,
+    def append(session_id: SessionId, body: MessageIn | MessageBatch, p: Who,
                request: Request) -> JSONResponse:
         """One message, or a whole turn (``messages``) in one atomic Redis round trip;
         idempotent by ``message_id``."""
@@ -556,7 +571,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.get("/v1/sessions/{session_id}/messages", response_model=MessagesOut,
              responses=ERROR_RESPONSES, tags=["messages"])
-    def list_messages(session_id: str, p: Who, after_seq: Annotated[int, Query(ge=0)] = 0,
+    def list_messages(session_id: SessionId, p: Who, after_seq: Annotated[int, Query(ge=0)] = 0,
                       limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
         """Messages with seq > ``after_seq`` in seq order, archived and hot; page on with the
         last seq returned."""
@@ -565,7 +580,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.get("/v1/sessions/{session_id}/context", response_model=ContextOut,
              responses=ERROR_RESPONSES, tags=["context"])
-    def context(session_id: str, p: Who, budget: Annotated[int | None, Query(ge=1)] = None,
+    def context(session_id: SessionId, p: Who, budget: Annotated[int | None, Query(ge=1)] = None,
                 query: str | None = None, touch: bool = True) -> JSONResponse:
         """What to send to the model now; never more than ``budget`` tokens."""
         ctx = mem.context(owned(p, session_id), budget, query=query, touch=touch)
@@ -574,7 +589,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     # --- changing a session ---
     @app.post("/v1/sessions/{session_id}/forget", response_model=ForgottenOut,
               responses=ERROR_RESPONSES, tags=["sessions"])
-    def forget(session_id: str, body: ForgetIn, p: Who) -> JSONResponse:
+    def forget(session_id: SessionId, body: ForgetIn, p: Who) -> JSONResponse:
         """Remove messages from both tiers for good: the last N turns, or a keyword."""
         if (body.last is None) == (body.keyword is None):
             raise ValidationError('give exactly one of "last" (turns) or "keyword"')
@@ -585,26 +600,26 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.post("/v1/sessions/{session_id}/clear", response_model=SessionOut,
               responses=ERROR_RESPONSES, tags=["sessions"])
-    def clear(session_id: str, p: Who) -> JSONResponse:
+    def clear(session_id: SessionId, p: Who) -> JSONResponse:
         """Empty the context (hot turns and summary); the archive and memories stay."""
         mem.clear(owned(p, session_id))
         return info_json(session_id)
 
     @app.post("/v1/sessions/{session_id}/archive", response_model=SessionOut,
               responses=ERROR_RESPONSES, tags=["sessions"])
-    def archive(session_id: str, p: Who) -> JSONResponse:
+    def archive(session_id: SessionId, p: Who) -> JSONResponse:
         mem.archive(owned(p, session_id))
         return info_json(session_id)
 
     @app.post("/v1/sessions/{session_id}/restore", response_model=SessionOut,
               responses=ERROR_RESPONSES, tags=["sessions"])
-    def restore(session_id: str, p: Who) -> JSONResponse:
+    def restore(session_id: SessionId, p: Who) -> JSONResponse:
         mem.restore(owned(p, session_id))
         return info_json(session_id)
 
     @app.post("/v1/sessions/{session_id}/compact", response_model=CompactedOut,
               responses=ERROR_RESPONSES, tags=["sessions"])
-    def compact(session_id: str, p: Who) -> JSONResponse:
+    def compact(session_id: SessionId, p: Who) -> JSONResponse:
         """Summarize older turns now; ``compaction`` is null when there was nothing to do."""
         result = mem.compact(owned(p, session_id))
         data = mem.info(session_id).as_dict()
