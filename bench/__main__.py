@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "compression", "quality", "peers")
+SECTIONS = ("append", "memory", "context", "flush", "compression", "quality", "peers", "http")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
               + (f" (only: {', '.join(wanted)})" if args.only else ""), ""]
     print("\n".join(header), flush=True)
 
-    from bench import append, compression, context_scaling, flush, memory_use, peer_compare, quality
+    from bench import append, compression, context_scaling, flush, http, memory_use, peer_compare, quality
 
     server = start_redis()
     workdir = scratch_dir()
@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = compression.run(workdir, args.quick)
             elif name == "quality":
                 sec = quality.run(workdir, args.quick)
+            elif name == "http":
+                sec = http.run(server, workdir, args.quick)
             else:
                 sec = peer_compare.run(server, workdir, args.quick)
             sec.seconds = time.perf_counter() - t0

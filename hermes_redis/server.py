@@ -22,10 +22,11 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic.json_schema import JsonDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -43,7 +44,7 @@ from hermes_redis.errors import (
 )
 from hermes_redis.keys import KeyStore
 from hermes_redis.models import ROLES
-from hermes_redis.session_memory import SessionMemory
+from hermes_redis.session_memory import MESSAGE_FIELDS, SessionMemory
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +247,11 @@ class ErrorOut(BaseModel):
     error: ErrorDetail
 
 
+# The append body is parsed by hand (the library validates it); its schema is documented here.
+APPEND_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": {"anyOf": [{"$ref": "#/components/schemas/MessageIn"},
+                         {"$ref": "#/components/schemas/MessageBatch"}]}}}}}
+
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorOut} for status in (400, 401, 403, 404, 409, 413, 422, 503)
 }
@@ -429,6 +435,25 @@ def _after_cursor(cursor: str) -> tuple[float, str]:
                               "unchanged") from None
 
 
+def _json_body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "malformed_json", "request body is not valid JSON: send one JSON "
+                                              "object with Content-Type: application/json") from None
+
+
+def _oversized(items: list[Any], limit: int) -> bool:
+    """Whether any item's content is over ``limit`` UTF-8 bytes (the library says so; we
+    only choose 413 for it)."""
+    for item in items:
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str) and len(content) > limit // 4 and \
+                len(content.encode("utf-8", "surrogatepass")) > limit:
+            return True
+    return False
+
+
 def _words_in(text: str, words: list[str]) -> bool:
     lowered = text.lower()
     return all(w in lowered for w in words)
@@ -502,6 +527,9 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
                    if exc.status_code in (404, 405) else str(exc.detail))
         return JSONResponse(error_body(code, message), status_code=exc.status_code)
 
+    # Routes that make one or two bounded round trips (append, context, info, messages,
+    # create) are ``async def`` and call the library inline: a threadpool hop costs more than
+    # the call. The rest (archive scans, compaction, forgetting) run in the threadpool.
     def owned(p: Principal, sid: str) -> str:
         """``sid`` when the caller may see it; another user's session is not found."""
         if p.user_id is not None and mem.user_of(sid) != p.user_id:
@@ -514,7 +542,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     # --- sessions ---
     @app.post("/v1/sessions", status_code=201, response_model=SessionOut, responses=ERROR_RESPONSES,
               tags=["sessions"])
-    def create_session(body: SessionIn, p: Who) -> JSONResponse:
+    async def create_session(body: SessionIn, p: Who) -> JSONResponse:
         user = p.user(body.user_id, "default")
         assert user is not None
         sid = mem.create_session(user_id=user, title=body.title, session_id=body.session_id)
@@ -540,7 +568,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.get("/v1/sessions/{session_id}", response_model=SessionOut, responses=ERROR_RESPONSES,
              tags=["sessions"])
-    def session_info(session_id: SessionId, p: Who) -> JSONResponse:
+    async def session_info(session_id: SessionId, p: Who) -> JSONResponse:
         return info_json(owned(p, session_id))
 
     @app.delete("/v1/sessions/{session_id}", status_code=204, responses=ERROR_RESPONSES,
@@ -552,26 +580,42 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     # --- messages ---
     @app.post("/v1/sessions/{session_id}/messages", status_code=201,
               response_model=MessageOut | MessagesOut, responses=ERROR_RESPONSES,
-              tags=["messages"])
-    def append(session_id: SessionId, body: MessageIn | MessageBatch, p: Who,
-               request: Request) -> JSONResponse:
-        """One message, or a whole turn (``messages``) in one atomic Redis round trip;
-        idempotent by ``message_id``."""
+              tags=["messages"], openapi_extra=APPEND_BODY)
+    async def append(session_id: SessionId, p: Who, request: Request) -> JSONResponse:
+        """One message, or a whole turn (``{"messages": [...]}``) in one atomic Redis round
+        trip; idempotent by ``message_id``. The body goes to the library as it came, so its
+        checks (and their messages) are the API's."""
         sid = owned(p, session_id)
+        data = _json_body(await request.body())
         limit = mem.config.limits.max_content_bytes
-        items = body.messages if isinstance(body, MessageBatch) else [body]
-        if any(len(m.content) > limit // 4 and len(m.content.encode("utf-8", "replace")) > limit
-               for m in items):
-            request.state.too_large = True  # the library's ValidationError answers 413
-        if isinstance(body, MessageBatch):
-            stored = mem.append_many(sid, [m.model_dump(exclude_unset=True) for m in body.messages])
+        if isinstance(data, dict) and "messages" in data:
+            if len(data) > 1:
+                extra = sorted(set(data) - {"messages"})[0]
+                raise ValidationError(f"unknown field {extra!r} next to messages: a batch is "
+                                      '{"messages": [...]}')
+            items = data["messages"]
+            if _oversized(items if isinstance(items, list) else [], limit):
+                request.state.too_large = True  # the library's ValidationError answers 413
+            stored = mem.append_many(sid, items)
             return JSONResponse({"messages": [m.as_dict() for m in stored]}, status_code=201)
-        msg = mem.append(sid, **body.model_dump(exclude_unset=True))
+        if not isinstance(data, dict):
+            raise ValidationError("the request body must be a message object {\"role\", "
+                                  '"content", ...} or {"messages": [...]}')
+        unknown = set(data) - MESSAGE_FIELDS
+        if unknown:
+            raise ValidationError(f"unknown field {sorted(unknown)[0]!r}: use "
+                                  + ", ".join(sorted(MESSAGE_FIELDS)))
+        for required, what in (("role", f"one of {', '.join(ROLES)}"), ("content", "the text")):
+            if required not in data:
+                raise ValidationError(f"{required} is required: {what}")
+        if _oversized([data], limit):
+            request.state.too_large = True
+        msg = mem.append(sid, **data)
         return JSONResponse(msg.as_dict(), status_code=201)
 
     @app.get("/v1/sessions/{session_id}/messages", response_model=MessagesOut,
              responses=ERROR_RESPONSES, tags=["messages"])
-    def list_messages(session_id: SessionId, p: Who, after_seq: Annotated[int, Query(ge=0)] = 0,
+    async def list_messages(session_id: SessionId, p: Who, after_seq: Annotated[int, Query(ge=0)] = 0,
                       limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
         """Messages with seq > ``after_seq`` in seq order, archived and hot; page on with the
         last seq returned."""
@@ -580,7 +624,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.get("/v1/sessions/{session_id}/context", response_model=ContextOut,
              responses=ERROR_RESPONSES, tags=["context"])
-    def context(session_id: SessionId, p: Who, budget: Annotated[int | None, Query(ge=1)] = None,
+    async def context(session_id: SessionId, p: Who, budget: Annotated[int | None, Query(ge=1)] = None,
                 query: str | None = None, touch: bool = True) -> JSONResponse:
         """What to send to the model now; never more than ``budget`` tokens."""
         ctx = mem.context(owned(p, session_id), budget, query=query, touch=touch)
@@ -669,7 +713,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     # --- operations ---
     @app.get("/healthz", tags=["operations"])
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         """The process answers (says nothing about Redis or the archive: see /readyz)."""
         return {"status": "ok"}
 
@@ -683,6 +727,20 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     def metrics_text() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    def openapi() -> dict[str, Any]:
+        """FastAPI's schema plus the append body's models (not function parameters)."""
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes,
+                                 description=app.description)
+            adapter = TypeAdapter(MessageBatch)
+            extra = adapter.json_schema(ref_template="#/components/schemas/{model}")
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(extra.pop("$defs", {}))
+            components["MessageBatch"] = extra
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     _mount_mcp(app, mem)
     return app
 

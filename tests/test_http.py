@@ -328,7 +328,8 @@ def test_malformed_json_is_400(http: httpx.Client) -> None:
     ({"role": "user", "content": "hi", "colour": "red"}, "colour"),
     ({"role": "user", "content": "hi", "message_id": "xyz"}, "invalid message_id"),
     ({"role": "user", "content": "hi", "file_refs": "notalist"}, "file_refs"),
-    ({"messages": [{"role": "user", "content": "ok"}, {"role": "user", "content": 5}]}, "messages.1.content"),
+    ({"messages": [{"role": "user", "content": "ok"}, {"role": "user", "content": 5}]},
+     "messages[1]: content must be text"),
     ({"messages": []}, "messages is empty"),
     ([1, 2], "body"),
 ])
@@ -422,3 +423,23 @@ def test_metrics_count_requests_per_route_template_and_the_backlog(http: httpx.C
     assert _metric(text, "hermes_backlog_messages") >= 3
     assert _metric(text, "hermes_backlog_sessions") >= 1
     assert _metric(text, "hermes_oldest_unarchived_age_seconds") > 0
+
+
+def test_two_workers_serve_one_state_and_sum_their_metrics(tmp_path: Path,
+                                                           redis_server: RedisServer) -> None:
+    proc = ServeProcess(write_config(tmp_path, redis_server.url), "--workers", "2").start()
+    try:
+        with httpx.Client(base_url=proc.url, timeout=30) as c:
+            sid = new_session(c, user="duo")
+            for i in range(20):  # new connections: spread over both worker processes
+                r = httpx.post(f"{proc.url}/v1/sessions/{sid}/messages",
+                               json={"role": "user", "content": f"m{i}"})
+                assert r.status_code == 201
+            seqs = [m["seq"] for m in c.get(f"/v1/sessions/{sid}/messages").json()["messages"]]
+            assert seqs == list(range(1, 21))
+            text = c.get("/metrics").text
+            route = "/v1/sessions/{session_id}/messages"
+            assert _metric(text, "hermes_http_requests_total", route=route, status="201") == 20
+        assert "2 workers" in proc.output()
+    finally:
+        proc.stop()
