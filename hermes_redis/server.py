@@ -14,6 +14,7 @@ import importlib.util
 import ipaddress
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping
@@ -26,7 +27,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic.json_schema import JsonDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -96,8 +97,32 @@ TEXT_SHAPE: JsonDict = {"pattern": r"\S"}  # at least one non-blank character
 USER_SHAPE: JsonDict = {"pattern": r"^[A-Za-z0-9_.@:+-]{1,128}$",
               "description": "1-128 printable characters (the schema shows the common ones)"}
 SessionId = Annotated[str, Path(json_schema_extra=SID_SHAPE)]
+def check_text(value: Any, where: str = "request body") -> Any:
+    """``value`` unchanged if every string in it is text. JSON may escape a lone surrogate
+    (``"\\ud800"``): not text, and neither Redis nor SQLite can store it."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(f"{where} is not valid UTF-8 (a lone surrogate escape): "
+                                  "send text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, where)
+            check_text(item, str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            check_text(item, f"{where}[{i}]")
+    return value
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, data: Any) -> Any:
+        return check_text(data)
 
 
 class SessionIn(Strict):
@@ -435,12 +460,26 @@ def _after_cursor(cursor: str) -> tuple[float, str]:
                               "unchanged") from None
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValidationError(f"number {text[:40]} is out of range: send finite numbers")
+    return value
+
+
+def _not_json(name: str) -> Any:
+    raise ValidationError(f"{name} is not a JSON number: send finite numbers")
+
+
 def _json_body(raw: bytes) -> Any:
+    """The parsed body; JSON that Python would accept but JSON forbids (NaN, Infinity) or
+    cannot hold (1e400) is refused before it reaches storage."""
     try:
-        return json.loads(raw)
+        data = json.loads(raw, parse_float=_finite, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "malformed_json", "request body is not valid JSON: send one JSON "
                                               "object with Content-Type: application/json") from None
+    return check_text(data)
 
 
 def _oversized(items: list[Any], limit: int) -> bool:
@@ -615,8 +654,9 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.get("/v1/sessions/{session_id}/messages", response_model=MessagesOut,
              responses=ERROR_RESPONSES, tags=["messages"])
-    async def list_messages(session_id: SessionId, p: Who, after_seq: Annotated[int, Query(ge=0)] = 0,
-                      limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
+    async def list_messages(session_id: SessionId, p: Who,
+                            after_seq: Annotated[int, Query(ge=0, lt=2**63)] = 0,
+                            limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
         """Messages with seq > ``after_seq`` in seq order, archived and hot; page on with the
         last seq returned."""
         msgs = mem.messages(owned(p, session_id), after_seq=after_seq, limit=limit)

@@ -351,7 +351,7 @@ class SessionMemory:
         """The full history, archived and hot, in seq order; ``after_seq`` and ``limit`` give
         one page of it (the first ``limit`` messages with seq > ``after_seq``)."""
         sid = check_session_id(session_id)
-        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or not 0 <= after_seq < 2**63:
             raise ValidationError(f"after_seq must be 0 or a positive seq, not {after_seq!r}")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValidationError(f"limit must be a positive number of messages, not {limit!r}")
@@ -547,7 +547,7 @@ class SessionMemory:
         """Delete one persistent memory (of ``user_id`` when given: another user's memory
         answers NotFoundError like a missing one); the user's cached memories are dropped."""
         if not isinstance(memory_id, str) or not memory_id or len(memory_id) > 128:
-            raise ValidationError("memory_id must be 1-128 characters (see `memory list`)")
+            raise ValidationError("memory_id must be 1-128 characters: the id remember() returned")
         row = self.cold.memory(memory_id)
         if row is None or (user_id is not None and row["user_id"] != user_id):
             raise NotFoundError(f"no memory {memory_id[:80]}; list the user's memories for its id")

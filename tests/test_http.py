@@ -340,6 +340,31 @@ def test_bad_messages_are_422_naming_the_problem(http: httpx.Client, body: objec
     assert http.get(f"/v1/sessions/{sid}").json()["message_count"] == 0
 
 
+@pytest.mark.parametrize(("path", "raw", "words"), [
+    ("/v1/sessions", b'{"title": "\\ud800"}', "title is not valid UTF-8"),
+    ("/v1/sessions", b'{"user_id": "\\udfff"}', "user_id is not valid UTF-8"),
+    ("messages", b'{"role": "user", "content": "\\ud800"}', "content is not valid UTF-8"),
+    ("messages", b'{"role": "user", "content": "ok", "file_refs": ["\\ud800"]}', "file_refs[0]"),
+    ("messages", b'{"role": "user", "content": "ok", "tool_calls": [NaN]}', "NaN is not a JSON number"),
+    ("messages", b'{"role": "user", "content": "ok", "tool_calls": [1e400]}', "1e400 is out of range"),
+    ("messages", b'{"role": "user", "content": "ok", "created_at": Infinity}', "Infinity"),
+    ("/v1/memories", b'{"user_id": "u", "text": "\\ud800"}', "text is not valid UTF-8"),
+])
+def test_json_that_storage_cannot_hold_is_422_not_500(http: httpx.Client, path: str, raw: bytes,
+                                                      words: str) -> None:
+    sid = new_session(http)
+    url = f"/v1/sessions/{sid}/messages" if path == "messages" else path
+    r = http.post(url, content=raw, headers={"content-type": "application/json"})
+    assert words in error_of(r, 422, "invalid")
+    assert http.get(f"/v1/sessions/{sid}").json()["message_count"] == 0
+
+
+def test_numbers_past_sqlite_integers_are_422(http: httpx.Client) -> None:
+    sid = new_session(http)
+    r = http.get(f"/v1/sessions/{sid}/messages", params={"after_seq": 2**80})
+    assert "after_seq" in error_of(r, 422, "invalid")
+
+
 def test_oversized_content_is_413_and_stores_nothing(http: httpx.Client) -> None:
     sid = new_session(http)
     big = "x" * (MAX_CONTENT + 1)
