@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -522,6 +523,10 @@ def serve(state: State, host: str | None, port: int | None, workers: int | None,
     config = mem.config
     host, port = host or config.server.host, port or config.server.port
     workers = workers or config.server.workers
+    if workers > 1 and mem.hot.name != "redis":
+        raise ConfigError(f"{config.source}: --workers {workers} needs memory.session.backend: redis "
+                          f"(the {mem.hot.name} backend keeps sessions inside one process); "
+                          "use --workers 1")
     active = KeyStore(mem.cold).active()
     if active == 0 and not is_loopback(host):
         raise ConfigError(f"refusing to listen on {host} with no API keys: anyone could read every "
@@ -541,9 +546,15 @@ def serve(state: State, host: str | None, port: int | None, workers: int | None,
         uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
         return
     state.close()
-    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="hermes-metrics-"))
-    uvicorn.run(f"{app_from_env.__module__}:{app_from_env.__name__}", factory=True, host=host,
-                port=port, workers=workers, access_log=access_log, log_level="info")
+    made = None if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else tempfile.mkdtemp(prefix="hermes-metrics-")
+    if made:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    try:
+        uvicorn.run(f"{app_from_env.__module__}:{app_from_env.__name__}", factory=True, host=host,
+                    port=port, workers=workers, access_log=access_log, log_level="info")
+    finally:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 @cli.group()

@@ -208,6 +208,12 @@ def test_no_keys_means_loopback_only(tmp_path: Path, redis_server: RedisServer) 
     assert "Traceback" not in out.stderr
 
 
+def test_several_workers_need_the_redis_backend(tmp_path: Path, redis_server: RedisServer) -> None:
+    config = write_config(tmp_path, redis_server.url, memory={"session": {"backend": "memory"}})
+    out = cli(config, "serve", "--workers", "2", "--port", "1", check=False, timeout=60)
+    assert out.returncode == 2 and "needs memory.session.backend: redis" in out.stderr
+
+
 def test_a_public_server_stays_closed_when_every_key_is_revoked(tmp_path: Path,
                                                                 redis_server: RedisServer) -> None:
     config = write_config(tmp_path, redis_server.url)
