@@ -748,6 +748,8 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     def search(p: Who, q: str, user_id: str | None = None,
                limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 20) -> JSONResponse:
         """Full-text search over archived and hot messages, best match first."""
+        if "\x00" in q:  # SQLite's FTS5 parser stops at NUL and the library calls that an outage
+            raise ValidationError("search query contains a NUL character: send text")
         hits = mem.search(q, user_id=p.user(user_id), limit=limit)
         return JSONResponse({"hits": [h.as_dict() for h in hits]})
 

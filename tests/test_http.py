@@ -308,6 +308,7 @@ def test_search_finds_hot_and_archived_messages(http: httpx.Client) -> None:
     assert [(h["session_id"], h["seq"], h["tier"]) for h in archived] == [(sid, 1, "archive")]
     assert http.get("/v1/search", params={"q": "JWT", "user_id": "nobody"}).json()["hits"] == []
     error_of(http.get("/v1/search", params={"q": "  "}), 422, "invalid")
+    assert "NUL" in error_of(http.get("/v1/search", params={"q": "a\x00b"}), 422, "invalid")
     error_of(http.get("/v1/search"), 422, "invalid")
 
 
