@@ -19,7 +19,8 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality", "peers")
+SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality", "peers",
+            "http")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -92,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         compression,
         context_scaling,
         flush,
+        http,
         listing,
         memory_use,
         peer_compare,
@@ -119,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = compression.run(workdir, args.quick)
             elif name == "quality":
                 sec = quality.run(workdir, args.quick)
+            elif name == "http":
+                sec = http.run(server, workdir, args.quick)
             else:
                 sec = peer_compare.run(server, workdir, args.quick)
             sec.seconds = time.perf_counter() - t0

@@ -50,6 +50,9 @@ CREATE TABLE IF NOT EXISTS memories (memory_id TEXT PRIMARY KEY, user_id TEXT NO
   session_id TEXT, content TEXT NOT NULL, token_count INTEGER,
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
 CREATE INDEX IF NOT EXISTS idx_memories_user ON memories(user_id, created_at);
+CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, user_id TEXT,
+  key_hash TEXT NOT NULL UNIQUE, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  revoked_at TIMESTAMP);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(body, tokenize='unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, row);
 """
@@ -390,7 +393,41 @@ class Archive:
                          (memory_id, user_id, session_id, content, token_count, _ts(time.time())))
         return memory_id
 
+    def forget_memory(self, memory_id: str) -> bool:
+        """Delete one persistent memory; False when there was none with that id."""
+        with self._tx() as conn:
+            return conn.execute("DELETE FROM memories WHERE memory_id=?", (memory_id,)).rowcount == 1
+
+    # --- API keys (hermes_redis.keys): only a hash of each key is stored -------------------
+    def add_api_key(self, key_id: str, user_id: str | None, key_hash: str) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT INTO api_keys (key_id, user_id, key_hash, created_at)"
+                         " VALUES (?,?,?,?)", (key_id, user_id, key_hash, _ts(time.time())))
+
+    def api_keys(self) -> list[dict[str, Any]]:
+        return self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
+                          " ORDER BY created_at, key_id")
+
+    def api_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
+                          " WHERE key_hash=?", (key_hash,))
+        return rows[0] if rows else None
+
+    def active_api_keys(self) -> int:
+        return int(self._read("SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL")[0]["n"])
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        """Mark the key revoked; False when no unrevoked key has that id."""
+        with self._tx() as conn:
+            cur = conn.execute("UPDATE api_keys SET revoked_at=? WHERE key_id=? AND revoked_at IS NULL",
+                               (_ts(time.time()), key_id))
+            return cur.rowcount == 1
+
     # --- reads -----------------------------------------------------------------------------
+    def memory(self, memory_id: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT * FROM memories WHERE memory_id=?", (memory_id,))
+        return rows[0] if rows else None
+
     def session(self, sid: str) -> dict[str, Any] | None:
         rows = self._read("SELECT * FROM sessions WHERE session_id=?", (sid,))
         return rows[0] if rows else None

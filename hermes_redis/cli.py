@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +21,11 @@ import click
 
 from hermes_redis import __version__, embedded
 from hermes_redis import config as config_mod
+from hermes_redis.archive import Archive
+from hermes_redis.client import HermesClient
 from hermes_redis.config import Config
 from hermes_redis.errors import ConfigError, HermesError
+from hermes_redis.keys import KeyStore
 from hermes_redis.models import (
     Context,
     Message,
@@ -43,6 +49,8 @@ from hermes_redis.render import (
     usage_line,
 )
 from hermes_redis.session_memory import SessionMemory
+
+Memory = SessionMemory | HermesClient  # what a command operates: in-process, or --server
 
 STATUS_CHOICES = ("active", "archived", "deleted", "all")
 TITLE_CELLS = 32
@@ -94,22 +102,35 @@ class HermesGroup(click.Group):
 
 
 class State:
-    """The config path from ``--config``; config and SessionMemory are made on first use."""
+    """The config path from ``--config`` (or a remote ``--server``); config and SessionMemory
+    (or the HermesClient) are made on first use."""
 
-    def __init__(self, config_path: str | None) -> None:
+    def __init__(self, config_path: str | None, server_url: str | None = None,
+                 api_key: str | None = None) -> None:
         self.config_path = config_path
+        self.server_url, self.api_key = server_url, api_key
         self._config: Config | None = None
-        self._mem: SessionMemory | None = None
+        self._mem: Memory | None = None
 
     def config(self) -> Config:
         if self._config is None:
             self._config = config_mod.load(self.config_path)
         return self._config
 
-    def mem(self) -> SessionMemory:
+    def mem(self) -> Memory:
         if self._mem is None:
-            self._mem = SessionMemory(self.config())
+            self._mem = (HermesClient(self.server_url, self.api_key) if self.server_url
+                         else SessionMemory(self.config()))
         return self._mem
+
+    def local(self, what: str) -> SessionMemory:
+        """The in-process SessionMemory: ``what`` runs on the server's host, not via --server."""
+        if self.server_url:
+            raise ConfigError(f"{what} runs on the server's host, not through --server; "
+                              "drop --server (and $HERMES_SERVER_URL)")
+        mem = self.mem()
+        assert isinstance(mem, SessionMemory)
+        return mem
 
     def sid(self, prefix: str) -> str:
         """A full session id from what the user typed (a unique prefix is enough)."""
@@ -140,17 +161,22 @@ def user_option(fn: Any) -> Any:
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", metavar="PATH", type=click.Path(dir_okay=False),
               help="Config file (default: $HERMES_CONFIG, else ./config.yml, else built-in).")
+@click.option("--server", "server_url", metavar="URL", envvar="HERMES_SERVER_URL",
+              help="Run the command against a remote `hermes-redis serve` ($HERMES_SERVER_URL).")
+@click.option("--api-key", metavar="KEY", envvar="HERMES_API_KEY",
+              help="API key for --server ($HERMES_API_KEY).")
 @click.option("-v", "--verbose", is_flag=True, help="Log what the library does to stderr.")
 @click.version_option(__version__, prog_name="hermes-redis")
 @click.pass_context
-def cli(ctx: click.Context, config_path: str | None, verbose: bool) -> None:
+def cli(ctx: click.Context, config_path: str | None, server_url: str | None,
+        api_key: str | None, verbose: bool) -> None:
     """Session memory for AI agents: inspect and operate both tiers (Redis and the archive).
 
     SESSION_ID may be any unique prefix of a session id.
     """
     if verbose:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    state = State(config_path)
+    state = State(config_path, server_url, api_key)
     ctx.obj = state
     ctx.call_on_close(state.close)
 
@@ -229,7 +255,7 @@ def resume(state: State, session_id: str | None, user_id: str | None, query: str
     click.echo(_context_text(mem, ctx))
 
 
-def _context_text(mem: SessionMemory, ctx: Context) -> str:
+def _context_text(mem: Memory, ctx: Context) -> str:
     info = mem.info(ctx.session_id)
     head = [
         f"Session {ctx.session_id} · {clean(info.title) or '(untitled)'} · user {clean(info.user_id)}",
@@ -397,7 +423,11 @@ def _markdown(info: SessionInfo, messages: list[Message]) -> str:
 @pass_state
 def info(state: State, session_id: str, as_json: bool) -> None:
     """Both tiers in one view: counts, tokens, context usage, TTL, summary, backlog."""
-    report = session_report(state.mem(), state.sid(session_id))
+    mem = state.mem()
+    if isinstance(mem, HermesClient):
+        _remote_info(mem, state.sid(session_id), as_json)
+        return
+    report = session_report(mem, state.sid(session_id))
     if as_json:
         emit_json(report.as_dict())
         return
@@ -430,6 +460,23 @@ def search(state: State, query: str, user_id: str | None, limit: int, as_json: b
     click.echo(table(("SESSION", "SEQ", "ROLE", "TITLE", "SNIPPET"), rows, right=(1,)))
 
 
+def _remote_info(mem: HermesClient, sid: str, as_json: bool) -> None:
+    """``info`` through --server: what the HTTP API reports (no server-side config)."""
+    info = mem.info(sid)
+    ctx = mem.context(sid, touch=False) if info.status == "active" else None
+    if as_json:
+        emit_json({**info.as_dict(), "context": None if ctx is None else {
+            "tokens": ctx.tokens, "window": ctx.window, "budget": ctx.budget,
+            "usage": round(ctx.usage, 4), "shape": context_shape(ctx)}})
+        return
+    lines = [f"Session {sid} · {clean(info.title) or '(untitled)'} · user {clean(info.user_id)}",
+             f"Status: {info.status}; {plural(info.message_count, 'message')}, "
+             f"{plural(info.total_tokens, 'token')}; {plural(info.backlog, 'message')} not yet archived"]
+    if ctx is not None:
+        lines.append(f"Token usage: {usage_line(ctx.tokens, ctx.window)}; {context_shape(ctx)}")
+    click.echo("\n".join(lines))
+
+
 @cli.command()
 @click.option("--burst", is_flag=True, help="Sweep, drain the queue, then exit.")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=0, metavar="PORT",
@@ -437,7 +484,7 @@ def search(state: State, query: str, user_id: str | None, limit: int, as_json: b
 @pass_state
 def worker(state: State, burst: bool, metrics_port: int) -> None:
     """Run an RQ worker that archives and compacts sessions (redis backend only)."""
-    mem = state.mem()
+    mem = state.local("worker")
     if mem.hot.name != "redis":
         raise ConfigError(f"{mem.config.source}: the worker needs memory.session.backend: redis "
                           f"(it is {mem.hot.name}: appends flush in-process)")
@@ -460,6 +507,9 @@ def doctor(state: State, as_json: bool) -> None:
     """Is this deployment safe? One line per check, a fix for each; exit 1 on any failure."""
     from hermes_redis import doctor as doctor_mod
 
+    if state.server_url:
+        raise ConfigError("doctor runs on the server's host, not through --server; drop --server "
+                          "(and $HERMES_SERVER_URL)")
     checks = doctor_mod.run(state.config())
     if as_json:
         emit_json({"ok": not doctor_mod.failed(checks), "checks": [c.as_dict() for c in checks]})
@@ -480,7 +530,7 @@ def mcp(state: State, user_id: str | None) -> None:
     """Serve the MCP tools (append, context, remember, recall, info, forget…) over stdio."""
     from hermes_redis.mcp_server import serve_stdio
 
-    serve_stdio(state.mem(), user_id)
+    serve_stdio(state.local("hermes-redis mcp"), user_id)
 
 
 @cli.group()
@@ -499,6 +549,113 @@ def stop(state: State) -> None:
         click.echo(f"The embedded Redis under {config.data_dir} is not running.")
     if config.redis.url:
         click.echo("Note: redis.url is configured, so the embedded Redis is not in use.")
+
+
+@cli.command()
+@click.option("--host", metavar="H", help="Interface to listen on (default: server.host, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(1, 65535), help="Port (default: server.port, 8080).")
+@click.option("--workers", type=click.IntRange(min=1), help="Worker processes (default: 1).")
+@click.option("--access-log", is_flag=True, help="Log every request line (never headers or keys).")
+@pass_state
+def serve(state: State, host: str | None, port: int | None, workers: int | None,
+          access_log: bool) -> None:
+    """The HTTP API: /v1 routes, OpenAPI at /openapi.json, docs at /docs, /metrics."""
+    import uvicorn
+
+    from hermes_redis.server import app_from_env, create_app, is_loopback
+
+    mem = state.local("serve")  # connects now: a bad Redis or archive is one line, not a traceback
+    config = mem.config
+    host, port = host or config.server.host, port or config.server.port
+    workers = workers or config.server.workers
+    if workers > 1 and mem.hot.name != "redis":
+        raise ConfigError(f"{config.source}: --workers {workers} needs memory.session.backend: redis "
+                          f"(the {mem.hot.name} backend keeps sessions inside one process); "
+                          "use --workers 1")
+    active = KeyStore(mem.cold).active()
+    if active == 0 and not is_loopback(host):
+        raise ConfigError(f"refusing to listen on {host} with no API keys: anyone could read every "
+                          "session. Create one with `hermes-redis key create --user U` (or --admin), "
+                          "or listen on 127.0.0.1")
+    os.environ.update(HERMES_SERVER_HOST=host, HERMES_SERVER_PORT=str(port),
+                      HERMES_SERVER_WORKERS=str(workers))
+    if state.config_path:
+        os.environ["HERMES_CONFIG"] = str(Path(state.config_path).resolve())
+    auth = (f"{plural(active, 'API key')} active: /v1 needs Authorization: Bearer" if active else
+            "no API keys: serving without auth, on loopback only "
+            "(`hermes-redis key create` turns auth on)")
+    click.echo(f"Serving hermes-redis on http://{host}:{port} ({plural(workers, 'worker')}); "
+               f"{auth}. Docs at /docs.", err=True)
+    if workers == 1:
+        app = create_app(config.with_overrides(server={"host": host, "port": port}), mem=mem)
+        uvicorn.run(app, host=host, port=port, access_log=access_log, log_level="info")
+        return
+    state.close()
+    made = None if os.environ.get("PROMETHEUS_MULTIPROC_DIR") else tempfile.mkdtemp(prefix="hermes-metrics-")
+    if made:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = made
+    try:
+        uvicorn.run(f"{app_from_env.__module__}:{app_from_env.__name__}", factory=True, host=host,
+                    port=port, workers=workers, access_log=access_log, log_level="info")
+    finally:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+@cli.group()
+def key() -> None:
+    """API keys for `hermes-redis serve` (only their hashes are stored)."""
+
+
+def _keys(state: State) -> KeyStore:
+    if state.server_url:
+        raise ConfigError("key commands run on the server's host, not through --server; "
+                          "drop --server (and $HERMES_SERVER_URL)")
+    return KeyStore(Archive(state.config().archive_path))
+
+
+@key.command("create")
+@click.option("--user", "user_id", metavar="U", help="The user this key acts for (sees only theirs).")
+@click.option("--admin", is_flag=True, help="A key that sees every user.")
+@json_option
+@pass_state
+def key_create(state: State, user_id: str | None, admin: bool, as_json: bool) -> None:
+    """Make a key and print it once; it cannot be shown again."""
+    if admin == (user_id is not None):
+        raise click.UsageError("give exactly one of --user U or --admin")
+    record, token = _keys(state).create(None if admin else user_id)
+    if as_json:
+        emit_json({**record.as_dict(), "key": token})
+        return
+    who = "admin (every user)" if admin else f"user {user_id}"
+    click.echo(f"Created key {record.key_id} for {who}. It is shown only now; store it safely:")
+    click.echo(token)
+
+
+@key.command("list")
+@json_option
+@pass_state
+def key_list(state: State, as_json: bool) -> None:
+    """Every key's id, user and dates (never the key itself)."""
+    keys = _keys(state).list()
+    if as_json:
+        emit_json([k.as_dict() for k in keys])
+        return
+    if not keys:
+        click.echo("No API keys; `hermes-redis key create --user U` makes one.")
+        return
+    rows = [(k.key_id, "(admin)" if k.admin else clean(k.user_id or ""), stamp(k.created_at),
+             "revoked " + stamp(k.revoked_at) if k.revoked_at else "active") for k in keys]
+    click.echo(table(("KEY_ID", "USER", "CREATED", "STATUS"), rows))
+
+
+@key.command("revoke")
+@click.argument("key_id")
+@pass_state
+def key_revoke(state: State, key_id: str) -> None:
+    """Revoke a key; requests with it answer 401 from now on."""
+    _keys(state).revoke(key_id)
+    click.echo(f"Revoked key {key_id}.")
 
 
 def main(argv: list[str] | None = None) -> None:

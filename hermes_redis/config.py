@@ -91,6 +91,16 @@ class Summarizer:
 
 
 @dataclass(frozen=True)
+class Server:
+    """``hermes-redis serve``: where the HTTP API listens and how large a request may be."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    workers: int = 1
+    max_body_bytes: int = 16_777_216
+
+
+@dataclass(frozen=True)
 class Config:
     memory: Memory = field(default_factory=Memory)
     redis: Redis = field(default_factory=Redis)
@@ -98,6 +108,7 @@ class Config:
     model: Model = field(default_factory=Model)
     limits: Limits = field(default_factory=Limits)
     summarizer: Summarizer = field(default_factory=Summarizer)
+    server: Server = field(default_factory=Server)
     source: str = field(default="<defaults>", compare=False)
 
     @property
@@ -133,6 +144,9 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "HERMES_ARCHIVE_PATH": ("archive", "path"),
     "HERMES_BACKEND": ("memory", "session", "backend"),
     "HERMES_SUMMARIZER_API_KEY": ("summarizer", "api_key"),
+    "HERMES_SERVER_HOST": ("server", "host"),
+    "HERMES_SERVER_PORT": ("server", "port"),
+    "HERMES_SERVER_WORKERS": ("server", "workers"),
 }
 
 
@@ -273,6 +287,10 @@ def _check(cfg: Config) -> None:
          "redis.memory_warn and redis.memory_limit must satisfy 0 < memory_warn <= memory_limit "
          "<= 1 (shares of maxmemory: warn past the first, refuse appends past the second)"),
         (cfg.summarizer.timeout > 0, "summarizer.timeout must be positive"),
+        (1 <= cfg.server.port <= 65535, "server.port must be 1-65535"),
+        (cfg.server.workers >= 1, "server.workers must be at least 1"),
+        (cfg.server.max_body_bytes >= cfg.limits.max_content_bytes,
+         "server.max_body_bytes must be at least limits.max_content_bytes"),
         (_valid_prefix(cfg.redis.key_prefix), "redis.key_prefix must be 1-32 characters of [A-Za-z0-9_.-]"),
     ]
     for ok, message in rules:

@@ -356,13 +356,57 @@ class SessionMemory:
             sid = active[0].session_id
         return self.context(sid, budget, query=query)
 
-    def messages(self, session_id: str) -> list[Message]:
-        """The full history, archived and hot, in seq order."""
+    def messages(self, session_id: str, after_seq: int = 0,
+                 limit: int | None = None) -> list[Message]:
+        """The full history, archived and hot, in seq order; ``after_seq`` and ``limit`` give
+        one page of it (the first ``limit`` messages with seq > ``after_seq``)."""
         sid = check_session_id(session_id)
-        history = self.maintainer.history(sid)
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or not 0 <= after_seq < 2**63:
+            raise ValidationError(f"after_seq must be 0 or a positive seq, not {after_seq!r}")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise ValidationError(f"limit must be a positive number of messages, not {limit!r}")
+        history = self.maintainer.history(sid, after_seq=after_seq)
         if not history and self.cold.session(sid) is None:
             self._meta(sid)  # raises for an unknown session
-        return history
+        return history if limit is None else history[:limit]
+
+    def user_of(self, session_id: str) -> str:
+        """The user a session belongs to (it never changes, so it is cached); NotFoundError
+        when no tier knows the session. Cheaper than ``info``: for access checks."""
+        sid = check_session_id(session_id)
+        user = self._users.get(sid)
+        if user is None:
+            meta = self.hot.meta(sid)
+            row = self.cold.session(sid) if meta is None else None
+            if meta is None and row is None:
+                raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
+            user = meta["user_id"] if meta is not None else (row or {}).get("user_id") or ""
+            self._remember_user(sid, user)
+        return user
+
+    def ping(self) -> None:
+        """Raise BackendUnavailableError unless the hot tier and the archive both answer."""
+        self.hot.ping()
+        self.cold.stats("")
+
+    def backlog(self) -> tuple[int, int, float | None]:
+        """(sessions holding unarchived messages, those messages, age in seconds of the oldest
+        one or None). The age comes from the oldest backlog session's first unarchived
+        message id (ids are time-ordered; a caller-chosen id can skew it)."""
+        now = time.time()
+        sids = self.hot.backlog_sessions(now)
+        metas = self.hot.metas(sids) if sids else []
+        count = sum(max(0, int(m["last_seq"]) - int(m["flushed_seq"])) for m in metas if m)
+        oldest: float | None = None
+        for sid, meta in zip(sids, metas, strict=True):
+            if meta is None:
+                continue
+            flushed = int(meta["flushed_seq"])
+            first = next((m for m in self.hot.messages(sid) if m.seq > flushed), None)
+            if first is not None:
+                oldest = max(0.0, now - int(first.message_id[:12], 16) / 1000)
+            break
+        return len(sids), count, oldest
 
     def info(self, session_id: str) -> SessionInfo:
         sid = check_session_id(session_id)
@@ -522,6 +566,17 @@ class SessionMemory:
 
     def memories(self, user_id: str) -> list[dict[str, Any]]:
         return self.cold.memories(_check_user(user_id))
+
+    def forget_memory(self, memory_id: str, user_id: str | None = None) -> None:
+        """Delete one persistent memory (of ``user_id`` when given: another user's memory
+        answers NotFoundError like a missing one); the user's cached memories are dropped."""
+        if not isinstance(memory_id, str) or not memory_id or len(memory_id) > 128:
+            raise ValidationError("memory_id must be 1-128 characters: the id remember() returned")
+        row = self.cold.memory(memory_id)
+        if row is None or (user_id is not None and row["user_id"] != user_id):
+            raise NotFoundError(f"no memory {memory_id[:80]}; list the user's memories for its id")
+        self.cold.forget_memory(memory_id)
+        self.hot.memories_changed(row["user_id"])  # after the commit: the next read reloads
 
 
 def _check_user(user_id: object) -> str:

@@ -1,0 +1,61 @@
+"""``bash scripts/run.sh serve`` on the embedded default: one command starts the server and a
+worker (what is appended gets archived without a second terminal), and Ctrl-C stops both."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.http_server import ROOT
+from tests.redis_server import free_port
+
+
+def test_run_sh_serve_starts_the_server_and_a_worker(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {**os.environ, "HERMES_DATA_DIR": str(data)}  # embedded Redis and archive in here
+    env.pop("HERMES_REDIS_URL", None)
+    port = free_port()
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["bash", "scripts/run.sh", "serve", "--port", str(port)], cwd=ROOT,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120  # setup.sh is a no-op once .venv is installed
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError(log.read_text())
+        sid = httpx.post(url + "/v1/sessions", json={}).json()["session_id"]
+        r = httpx.post(f"{url}/v1/sessions/{sid}/messages",
+                       json={"messages": [{"role": "user", "content": "archive me"},
+                                          {"role": "assistant", "content": "done"}]})
+        assert r.status_code == 201
+        deadline = time.monotonic() + 30
+        info = httpx.get(f"{url}/v1/sessions/{sid}").json()
+        while info["flushed_seq"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            info = httpx.get(f"{url}/v1/sessions/{sid}").json()
+        assert info["flushed_seq"] == 2 and info["archived_count"] == 2, info  # the worker ran
+        text = log.read_text()
+        assert "Worker listening" in text and "loopback only" in text
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground group
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        subprocess.run([str(ROOT / ".venv/bin/hermes-redis"), "server", "stop"], env=env,
+                       capture_output=True, check=False, timeout=30)
+    left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True)
+    assert left.stdout.strip() == "", "the server or worker outlived Ctrl-C"
