@@ -759,8 +759,9 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
-    app.add_route("/mcp", _AuthenticatedMcp(mcp_app, auth), methods=["GET", "POST", "DELETE"],
-                  include_in_schema=False)
+    # Starlette serves a callable object as a raw ASGI app; its stubs only know endpoints
+    app.add_route("/mcp", _AuthenticatedMcp(mcp_app, auth),  # type: ignore[arg-type]
+                  methods=["GET", "POST", "DELETE"], include_in_schema=False)
     return app
 
 
