@@ -8,13 +8,15 @@ from Redis when scraped, so every worker and server reports the same figures for
 
 from __future__ import annotations
 
-import time
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
+
+log = logging.getLogger(__name__)
 
 APPENDS = Counter("hermes_appended_messages", "Messages appended by this process.")
 FLUSHES = Counter("hermes_flushes", "Flushes of a session's backlog into the archive.")
@@ -33,40 +35,34 @@ SUMMARIZER_FALLBACKS = Counter("hermes_summarizer_fallbacks",
                                "Remote summaries that failed and fell back to the offline one.")
 
 
-class StateCollector(Collector):
-    """Backlog, oldest unarchived age and failed jobs, read from Redis at scrape time."""
+class BacklogCollector(Collector):
+    """What the hot tier holds unarchived, and RQ's failed jobs, read at scrape time: every
+    worker and server reports the same values (take ``max`` across them, not ``sum``)."""
 
-    def __init__(self, hot: Any, queue: str) -> None:
-        self.hot, self.queue = hot, queue
+    def __init__(self, mem: Any) -> None:
+        self.mem = mem
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        from rq.registry import FailedJobRegistry
-
-        client = self.hot.client
         try:
-            size = int(client.zcard(self.hot.backlog_key()))
-            oldest = client.zrange(self.hot.backlog_key(), 0, 0, withscores=True)
-            failed = FailedJobRegistry(self.queue, connection=client).count
-        except Exception:  # a scrape must not fail because Redis blinked
+            sessions, messages, oldest = self.mem.backlog()
+            failed = self.mem.failed_jobs()
+        except Exception as err:  # a scrape must not fail because Redis blinked
+            log.warning("metrics: %s", err)
             return
-        age = max(0.0, time.time() - float(oldest[0][1])) if oldest else 0.0
-        yield GaugeMetricFamily("hermes_backlog_sessions", "Sessions holding unarchived messages.",
-                                value=size)
-        yield GaugeMetricFamily("hermes_oldest_unarchived_seconds",
-                                "Age of the oldest backlog not yet archived.", value=age)
-        yield GaugeMetricFamily("hermes_failed_jobs", "Jobs in RQ's failed registry.", value=failed)
+        yield GaugeMetricFamily("hermes_backlog_sessions",
+                                "Sessions holding messages not yet archived", value=sessions)
+        yield GaugeMetricFamily("hermes_backlog_messages",
+                                "Messages in the hot tier not yet archived", value=messages)
+        yield GaugeMetricFamily("hermes_oldest_unarchived_age_seconds",
+                                "Age of the oldest message not yet archived (0: none)",
+                                value=oldest or 0.0)
+        yield GaugeMetricFamily("hermes_failed_jobs", "Jobs in RQ's failed registry",
+                                value=failed)
 
 
-_registered: set[tuple[str, str]] = set()
-
-
-def watch(hot: Any, queue: str) -> None:
-    """Report the shared Redis state of ``hot`` in this process's metrics (once per key space)."""
-    key = (getattr(hot, "prefix", ""), queue)
-    if key in _registered or not hasattr(hot, "backlog_key"):
-        return
-    _registered.add(key)
-    REGISTRY.register(StateCollector(hot, queue))
+def watch(mem: Any) -> None:
+    """Report ``mem``'s backlog in this process's default registry (worker processes)."""
+    REGISTRY.register(BacklogCollector(mem))
 
 
 def serve(port: int, host: str = "127.0.0.1") -> None:

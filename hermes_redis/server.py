@@ -13,7 +13,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -22,7 +22,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic.json_schema import JsonDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -41,6 +40,8 @@ from hermes_redis.errors import (
 )
 from hermes_redis.keys import KeyStore
 from hermes_redis.mcp_server import mcp_asgi_app
+from hermes_redis.metrics import REGISTRY as LIBRARY
+from hermes_redis.metrics import BacklogCollector
 from hermes_redis.models import ROLES
 from hermes_redis.session_memory import MESSAGE_FIELDS, SessionMemory
 
@@ -322,27 +323,6 @@ class Auth:
 
 
 # --- metrics ----------------------------------------------------------------------------------
-class BacklogCollector:
-    """Hot-tier backlog gauges, read from the library at scrape time."""
-
-    def __init__(self, mem: SessionMemory) -> None:
-        self.mem = mem
-
-    def collect(self) -> Iterator[Metric]:
-        try:
-            sessions, messages, oldest = self.mem.backlog()
-        except HermesError as err:
-            log.warning("metrics: %s", err)
-            return
-        yield GaugeMetricFamily("hermes_backlog_sessions",
-                                "Sessions holding messages not yet archived", value=sessions)
-        yield GaugeMetricFamily("hermes_backlog_messages",
-                                "Messages in the hot tier not yet archived", value=messages)
-        yield GaugeMetricFamily("hermes_oldest_unarchived_age_seconds",
-                                "Age of the oldest message not yet archived (0: none)",
-                                value=oldest or 0.0)
-
-
 class Metrics:
     """Requests and latency per route template; per process, or summed over uvicorn workers
     when ``PROMETHEUS_MULTIPROC_DIR`` is set (``serve --workers N`` sets it)."""
@@ -361,8 +341,9 @@ class Metrics:
             self.registry.register(self.backlog)
 
     def render(self) -> bytes:
+        """HTTP metrics, the backlog, and the library's own counters (appends, flushes…)."""
         if not self.multiprocess:
-            return generate_latest(self.registry)
+            return generate_latest(self.registry) + generate_latest(LIBRARY)
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()

@@ -408,6 +408,14 @@ class SessionMemory:
             break
         return len(sids), count, oldest
 
+    def failed_jobs(self) -> int:
+        """Flush jobs in RQ's failed registry (0 without workers: the memory backend)."""
+        if not isinstance(self.hot, RedisHot):
+            return 0
+        from rq.registry import FailedJobRegistry
+
+        return int(FailedJobRegistry(self.config.redis.queue, connection=self.hot.client).count)
+
     def info(self, session_id: str) -> SessionInfo:
         sid = check_session_id(session_id)
         meta = self.hot.meta(sid)

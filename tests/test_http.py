@@ -449,6 +449,8 @@ def test_metrics_count_requests_per_route_template_and_the_backlog(http: httpx.C
     assert _metric(text, "hermes_backlog_messages") >= 3
     assert _metric(text, "hermes_backlog_sessions") >= 1
     assert _metric(text, "hermes_oldest_unarchived_age_seconds") > 0
+    assert _metric(text, "hermes_appended_messages_total") >= 3  # the library's own counters
+    assert _metric(text, "hermes_failed_jobs") == 0
 
 
 def test_two_workers_serve_one_state_and_sum_their_metrics(tmp_path: Path,

@@ -29,7 +29,7 @@ def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0,
         raise SystemExit("the worker needs the redis backend (memory.session.backend: redis)")
     jobs.bind(memory)
     if metrics_port:
-        metrics.watch(memory.hot, memory.config.redis.queue)
+        metrics.watch(memory)
         metrics.serve(metrics_port)
     stop = threading.Event()
     memory.sweep(grace=0)

@@ -251,7 +251,7 @@ def test_worker_metrics_report_flushes_compactions_and_the_shared_backlog(tmp_pa
         assert got['hermes_summarizer_seconds_count{summarizer="extractive"}'] >= 1
         assert got["hermes_failed_jobs"] == 0 and got["hermes_job_failures_total"] == 0
         assert got["hermes_flush_lag_seconds_count"] >= 1
-        assert got["hermes_oldest_unarchived_seconds"] == 0
+        assert got["hermes_oldest_unarchived_age_seconds"] == 0
     finally:
         stop(worker)
     mem.close()
