@@ -102,9 +102,27 @@ def check_tool_calls(tool_calls: object) -> str:
     if not isinstance(parsed, list | dict):
         raise ValidationError("tool_calls must be a JSON list (or object) of tool calls")
     try:
-        return json.dumps(parsed, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError) as err:
+        text = json.dumps(parsed, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text.encode("utf-8")
+    except ValueError as err:  # NaN/Infinity (not JSON), or a lone surrogate
+        raise ValidationError(f"tool_calls cannot be stored as JSON ({err}): use finite numbers "
+                              "and valid text") from None
+    except TypeError as err:
         raise ValidationError(f"tool_calls cannot be stored as JSON: {err}") from None
+    return text
+
+
+def check_text(value: object, name: str, limit: int) -> str:
+    """A short text field (a title, a query): a str of valid UTF-8 without NUL, cut to ``limit``."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{name} must be text, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(f"{name} contains a NUL character: remove it")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{name} is not valid UTF-8 (lone surrogate): send text") from None
+    return value[:limit]
 
 
 def check_created_at(value: object) -> float | None:

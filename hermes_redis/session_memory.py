@@ -42,6 +42,7 @@ from hermes_redis.models import (
     check_refs,
     check_role,
     check_session_id,
+    check_text,
     check_tool_calls,
     new_message_id,
     new_session_id,
@@ -106,7 +107,8 @@ class SessionMemory:
         user_id = _check_user(user_id)
         if session_id is not None and self.cold.session(sid) is not None:
             raise ValidationError(f"session {sid} already exists; pick another id")
-        meta = new_meta(user_id, title[: self.config.limits.max_title_chars], time.time())
+        title = check_text(title, "title", self.config.limits.max_title_chars)
+        meta = new_meta(user_id, title, time.time())
         if not self.hot.create(sid, meta, self.config.session.ttl):
             raise ValidationError(f"session {sid} already exists; pick another id")
         # listed and found by prefix from the archive's indexes, before its first flush
@@ -461,6 +463,7 @@ class SessionMemory:
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("search query is empty: give at least one word")
+        check_text(query, "search query", len(query))
         hits = self.cold.search(query, user_id=user_id, limit=limit)
         seen = {(h.session_id, h.seq) for h in hits}
         # Not yet archived: only the backlog's sessions, only their unarchived messages, and

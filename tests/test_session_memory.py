@@ -312,3 +312,25 @@ def test_append_many_with_one_bad_message_stores_nothing(mem, messages, error):
     with pytest.raises(ValidationError, match=error):
         mem.append_many(sid, messages)
     assert mem.info(sid).message_count == 0 and mem.messages(sid) == []
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda m, sid: m.create_session(title="bad \ud800 title"), "title is not valid UTF-8"),
+    (lambda m, sid: m.create_session(title="nul\x00title"), "title contains a NUL"),
+    (lambda m, sid: m.append(sid, "assistant", "x", tool_calls=[{"x": float("nan")}]),
+     "tool_calls cannot be stored as JSON"),
+    (lambda m, sid: m.append(sid, "assistant", "x", tool_calls=[{"x": float("inf")}]),
+     "use finite numbers"),
+    (lambda m, sid: m.append(sid, "assistant", "x", tool_calls=[{"x": "\udc00"}]),
+     "valid text"),
+    (lambda m, sid: m.search("find\x00me"), "search query contains a NUL"),
+])
+def test_text_that_storage_cannot_hold_is_a_clear_error_and_stores_nothing(mem, call, match):
+    from hermes_redis.errors import ValidationError
+
+    sid = mem.create_session(user_id="ann")
+    before = (len(mem.list_sessions(status="all", limit=None)), len(mem.messages(sid)))
+    with pytest.raises(ValidationError, match=match) as err:
+        call(mem, sid)
+    assert "\n" not in str(err.value)
+    assert (len(mem.list_sessions(status="all", limit=None)), len(mem.messages(sid))) == before
