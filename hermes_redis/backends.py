@@ -110,11 +110,11 @@ def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
-def rq_dispatcher(store: RedisHot, queue_name: str) -> Callable[[str], None]:
+def rq_dispatcher(store: HotStore, queue_name: str) -> Callable[[str], None]:
     """Enqueue a flush job on RQ. Deduplication happens in the append script."""
     from rq import Queue
 
-    queue = Queue(queue_name, connection=store.client)
+    queue = Queue(queue_name, connection=store.queue_connection())
 
     def enqueue(sid: str) -> None:
         try:

@@ -485,12 +485,12 @@ def _remote_info(mem: HermesClient, sid: str, as_json: bool) -> None:
 def worker(state: State, burst: bool, metrics_port: int) -> None:
     """Run an RQ worker that archives and compacts sessions (redis backend only)."""
     mem = state.local("worker")
-    if mem.hot.name != "redis":
+    if not mem.hot.needs_worker:
         raise ConfigError(f"{mem.config.source}: the worker needs memory.session.backend: redis "
                           f"(it is {mem.hot.name}: appends flush in-process)")
     from workers.worker import run
 
-    where = f"queue {mem.config.redis.queue!r} on {getattr(mem.hot, 'url', '')}"
+    where = f"queue {mem.config.redis.queue!r} on {mem.hot.url}"
     if not burst:
         click.echo(f"Worker listening on {where}; Ctrl-C stops it.", err=True)
     if metrics_port:
@@ -568,7 +568,7 @@ def serve(state: State, host: str | None, port: int | None, workers: int | None,
     config = mem.config
     host, port = host or config.server.host, port or config.server.port
     workers = workers or config.server.workers
-    if workers > 1 and mem.hot.name != "redis":
+    if workers > 1 and not mem.hot.needs_worker:
         raise ConfigError(f"{config.source}: --workers {workers} needs memory.session.backend: redis "
                           f"(the {mem.hot.name} backend keeps sessions inside one process); "
                           "use --workers 1")

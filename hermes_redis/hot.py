@@ -7,6 +7,7 @@ Nothing above this module knows which one it talks to.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import sys
 import threading
@@ -22,6 +23,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgpack
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError
 from hermes_redis.models import Message
@@ -77,9 +80,17 @@ class HotRead:
 
 
 class HotStore(ABC):
-    """What the rest of the system needs from the hot tier, in plain types."""
+    """What the rest of the system needs from the hot tier, in plain types. Callers ask a
+    store what it can do (``needs_worker``, ``url``, ``queue_connection``), never its class."""
 
     name: str
+    url: str | None = None  # where it lives, password redacted; None in-process
+    needs_worker = False  # True: turns reach the archive through RQ workers, not in-process
+    warnings: tuple[str, ...] | list[str] = ()  # what the connect check found unsafe but allowed
+
+    def queue_connection(self) -> Any:
+        """The Redis connection RQ's queue and workers use; None where there are no workers."""
+        return None
 
     @abstractmethod
     def create(self, sid: str, meta: Meta, ttl: int) -> bool:
@@ -482,10 +493,13 @@ class RedisHot(HotStore):
     """Redis hot tier. Keys of one session share the hash tag ``{session_id}``."""
 
     name = "redis"
+    needs_worker = True
 
     def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3) -> None:
         self.client: Any = client  # redis-py's stubs type replies as bytes | str
         self.retries = retries
+        self._retry = Retry(ExponentialBackoff(cap=1.0, base=0.025), retries,
+                            supported_errors=(redis.ConnectionError, redis.TimeoutError))
         self.warnings: list[str] = []  # what check_server found unsafe but allowed (info shows it)
         self.prefix = prefix
         self.url = redact_url(url)
@@ -549,17 +563,19 @@ class RedisHot(HotStore):
         return self._retrying(lambda _n: fn())
 
     def _retrying(self, fn: Callable[[int], T]) -> T:
+        """``fn(attempt)`` under redis-py's Retry: a dropped connection or a timeout is tried
+        again ``retries`` times, 50 ms · 2ⁿ apart; wrong credentials are not retried."""
+        attempt = itertools.count()
+
+        def refuse_auth(err: Exception) -> None:
+            if isinstance(err, redis.AuthenticationError):
+                raise err  # wrong credentials stay wrong
+
         with self._reach():
-            for n in range(self.retries + 1):
-                try:
-                    return fn(n)
-                except redis.AuthenticationError:
-                    raise  # wrong credentials stay wrong: no retry
-                except (redis.ConnectionError, redis.TimeoutError):
-                    if n == self.retries:
-                        raise
-                    time.sleep(min(0.05 * 2**n, 1.0))
-        raise AssertionError("unreachable")
+            return self._retry.call_with_retry(lambda: fn(next(attempt)), refuse_auth)
+
+    def queue_connection(self) -> Any:
+        return self.client
 
     def restarted(self) -> bool:
         def run() -> bool:

@@ -244,9 +244,9 @@ def session_report(mem: SessionMemory, sid: str) -> SessionReport:
         budget=mem.config.context_budget, turns=len(turns), turns_summarized=summarized,
         summary_tokens=mem.tokenizer.count(info.summary) if info.summary else 0,
         ttl_config=mem.config.session.ttl, encoding=mem.tokenizer.describe(),
-        backend=mem.hot.name, redis_url=getattr(mem.hot, "url", None),
+        backend=mem.hot.name, redis_url=mem.hot.url,
         archive_path=str(mem.config.archive_path),
-        redis_warnings=tuple(getattr(mem.hot, "warnings", ())),
+        redis_warnings=tuple(mem.hot.warnings),
     )
 
 

@@ -29,7 +29,7 @@ from hermes_redis.errors import (
     ValidationError,
 )
 from hermes_redis.history import SessionHistory
-from hermes_redis.hot import HotStore, Meta, RedisHot, new_meta
+from hermes_redis.hot import HotStore, Meta, new_meta
 from hermes_redis.models import (
     STATUSES,
     Context,
@@ -74,7 +74,7 @@ class SessionMemory:
                                        self.config.redis.memory_limit)
         self._enqueue: Callable[[str], None] = (
             rq_dispatcher(self.hot, self.config.redis.queue)
-            if isinstance(self.hot, RedisHot) else self._maintain_inline
+            if self.hot.needs_worker else self._maintain_inline
         )
 
     @classmethod
@@ -412,11 +412,12 @@ class SessionMemory:
 
     def failed_jobs(self) -> int:
         """Flush jobs in RQ's failed registry (0 without workers: the memory backend)."""
-        if not isinstance(self.hot, RedisHot):
+        if not self.hot.needs_worker:
             return 0
         from rq.registry import FailedJobRegistry
 
-        return int(FailedJobRegistry(self.config.redis.queue, connection=self.hot.client).count)
+        registry = FailedJobRegistry(self.config.redis.queue, connection=self.hot.queue_connection())
+        return int(registry.count)
 
     def info(self, session_id: str) -> SessionInfo:
         sid = check_session_id(session_id)
@@ -646,7 +647,7 @@ class MemoryPressure:
             return
         share = use[0] / use[1]
         self._near = share >= self.warn
-        url = getattr(self.hot, "url", "")
+        url = self.hot.url or "in-process"
         if share >= self.limit:
             raise BackendUnavailableError(
                 f"Redis at {url} is nearly out of memory ({share:.0%} of maxmemory, over "

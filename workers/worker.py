@@ -11,7 +11,6 @@ from rq import SimpleWorker
 
 from hermes_redis import metrics
 from hermes_redis.errors import BackendUnavailableError
-from hermes_redis.hot import RedisHot
 from hermes_redis.session_memory import SessionMemory
 from workers import jobs
 
@@ -25,7 +24,7 @@ def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0,
     Every run sweeps first with no grace, so a worker started after a crash recovers at once
     what the dead one left (a job it had dequeued, a session whose flush flag it never cleared).
     """
-    if not isinstance(memory.hot, RedisHot):
+    if not memory.hot.needs_worker:
         raise SystemExit("the worker needs the redis backend (memory.session.backend: redis)")
     jobs.bind(memory)
     if metrics_port:
@@ -39,7 +38,7 @@ def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0,
     try:
         while True:  # RQ quits when Redis drops mid-job; a long-running worker starts again
             try:
-                worker = SimpleWorker([memory.config.redis.queue], connection=memory.hot.client)
+                worker = SimpleWorker([memory.config.redis.queue], connection=memory.hot.queue_connection())
                 return bool(worker.work(burst=burst, logging_level="WARNING"))
             except (redis.ConnectionError, redis.TimeoutError, BackendUnavailableError) as err:
                 if burst:
