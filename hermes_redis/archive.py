@@ -15,11 +15,11 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Message, new_message_id
@@ -97,6 +97,18 @@ def fts_matches(query: str, text: str) -> bool:
 
 
 _TOKENS = re.compile(r"[^\W_]+")
+
+
+T = TypeVar("T")
+
+
+def relevant(items: Sequence[T], query: str, key: Callable[[T], str]) -> list[T]:
+    """``items`` sharing a distinctive word with ``query`` (``recall_terms``), most shared
+    first, ties in their order: how memories are ranked for a query, in Python (few)."""
+    words = [t.strip('"*').replace(" ", "") for t in recall_terms(query)]
+    scored = [(sum(1 for w in words if fts_matches(w, key(item))), i, item)
+              for i, item in enumerate(items)]
+    return [item for score, _, item in sorted(scored, key=lambda s: (-s[0], s[1])) if score]
 
 
 # Words too common to say what a question is about (BM25 would weigh them low anyway, but

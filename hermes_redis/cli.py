@@ -434,6 +434,78 @@ def info(state: State, session_id: str, as_json: bool) -> None:
     click.echo("\n".join(report_lines(report)))
 
 
+# --- memory ------------------------------------------------------------------------------------
+@cli.group()
+def memory() -> None:
+    """A user's persistent memories: what every new session of theirs starts with."""
+
+
+def _memory_user(user_id: str | None) -> str:
+    if not user_id:
+        raise click.UsageError("say whose memories: --user U")
+    return user_id
+
+
+def _show_memories(rows: list[dict[str, Any]], user: str, as_json: bool, empty: str) -> None:
+    if as_json:
+        emit_json([{k: r.get(k) for k in ("memory_id", "user_id", "session_id", "content",
+                                          "created_at")} for r in rows])
+        return
+    if not rows:
+        click.echo(empty)
+        return
+    table_rows = [(r["memory_id"], truncate(clean(r["content"]), SNIPPET_CELLS),
+                   (r.get("session_id") or "")[:8], str(r.get("created_at") or "")[:16])
+                  for r in rows]
+    click.echo(table(("MEMORY", "CONTENT", "SESSION", "CREATED"), table_rows))
+
+
+@memory.command("list")
+@user_option
+@json_option
+@pass_state
+def memory_list(state: State, user_id: str | None, as_json: bool) -> None:
+    """The user's memories, oldest first."""
+    user = _memory_user(user_id)
+    _show_memories(state.mem().memories(user), user, as_json, f"No memories for user {user}.")
+
+
+@memory.command("add")
+@click.argument("text")
+@user_option
+@click.option("--session", "session_id", metavar="SESSION_ID", default=None,
+              help="The session it came from.")
+@pass_state
+def memory_add(state: State, text: str, user_id: str | None, session_id: str | None) -> None:
+    """Remember TEXT for the user (as /remember does)."""
+    user = _memory_user(user_id)
+    sid = state.sid(session_id) if session_id else None
+    memory_id = state.mem().remember(user, text, session_id=sid)
+    click.echo(f"Remembered for {user}: {memory_id}")
+
+
+@memory.command("forget")
+@click.argument("memory_id")
+@user_option
+@pass_state
+def memory_forget(state: State, memory_id: str, user_id: str | None) -> None:
+    """Forget one memory for good (by the id `memory list` shows)."""
+    state.mem().forget_memory(memory_id, user_id=user_id)
+    click.echo(f"Forgot memory {memory_id}.")
+
+
+@memory.command("search")
+@click.argument("query")
+@user_option
+@json_option
+@pass_state
+def memory_search(state: State, query: str, user_id: str | None, as_json: bool) -> None:
+    """The user's memories that share a distinctive word with QUERY, best first."""
+    user = _memory_user(user_id)
+    rows = state.mem().memories(user, query=query)
+    _show_memories(rows, user, as_json, f"No memories of {user} match {query!r}.")
+
+
 @cli.command()
 @click.argument("query")
 @user_option

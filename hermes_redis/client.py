@@ -263,9 +263,9 @@ class HermesClient:
                           json_body={k: v for k, v in body.items() if v is not None})
         return str(data["memory_id"])
 
-    def memories(self, user_id: str | None = None) -> list[dict[str, Any]]:
+    def memories(self, user_id: str | None = None, query: str | None = None) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = self._call("GET", "/v1/memories",
-                                                params={"user_id": user_id,
+                                                params={"user_id": user_id, "query": query,
                                                         "limit": PAGE})["memories"]
         return rows
 

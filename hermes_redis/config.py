@@ -47,8 +47,14 @@ class Session:
 
 
 @dataclass(frozen=True)
+class Persistent:
+    triggers: bool = True  # "记住：…" / "remember that …" in a user message stores a memory
+
+
+@dataclass(frozen=True)
 class Memory:
     session: Session = field(default_factory=Session)
+    persistent: Persistent = field(default_factory=Persistent)
 
 
 @dataclass(frozen=True)

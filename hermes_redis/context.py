@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from hermes_redis.archive import relevant
 from hermes_redis.config import Compression
 from hermes_redis.hot import HotStore, Meta, page_size
 from hermes_redis.models import Context, Message, memories_text, recalled_text, summary_text
@@ -69,7 +70,7 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
                   first_page: tuple[list[Any], int] | None = None) -> Context:
     """``first_page``: the newest page of the hot list already read with the meta."""
     c = compression or Compression()
-    kept_memories, used = _fit_memories(memories, budget, tokenizer)
+    kept_memories, used = _fit_memories(memories, budget, tokenizer, query or "")
     start = int(meta.get("cleared_seq", "0") or 0)
     whole = _whole(meta, history, budget, used, c.threshold,
                    lambda: _all_hot(hot, sid, meta, first_page))
@@ -413,13 +414,22 @@ def _capped(m: Message, room: int, tokenizer: Tokenizer) -> Message | None:
     return replace(m, content=content, token_count=tokenizer.count(content)) if content else None
 
 
-def _fit_memories(memories: Sequence[str], budget: int, tokenizer: Tokenizer) -> tuple[list[str], int]:
-    """Newest memories win when they do not all fit in a quarter of the budget."""
-    kept: list[str] = []
-    for memory in reversed(memories):
-        trial = [memory, *kept]
-        if tokenizer.count_message(memories_text(trial)) > budget // MEMORY_SHARE:
-            break
-        kept = trial
+def _fit_memories(memories: Sequence[str], budget: int, tokenizer: Tokenizer,
+                  query: str = "") -> tuple[list[str], int]:
+    """All memories while they fit a quarter of the budget. Past that, those relevant to
+    ``query`` first (the recall's terms), then the newest; kept in their stored order."""
+    room = budget // MEMORY_SHARE
+    if memories and tokenizer.count_message(memories_text(list(memories))) <= room:
+        return list(memories), tokenizer.count_message(memories_text(list(memories)))
+    order = list(range(len(memories) - 1, -1, -1))  # newest first
+    if query.strip():
+        first = relevant(order, query, key=lambda i: memories[i])
+        order = first + [i for i in order if i not in set(first)]
+    chosen: list[int] = []
+    for i in order:
+        trial = sorted([*chosen, i])
+        if tokenizer.count_message(memories_text([memories[j] for j in trial])) <= room:
+            chosen = trial
+    kept = [memories[j] for j in chosen]
     return kept, tokenizer.count_message(memories_text(kept)) if kept else 0
 

@@ -454,11 +454,6 @@ def _oversized(items: list[Any], limit: int) -> bool:
     return False
 
 
-def _words_in(text: str, words: list[str]) -> bool:
-    lowered = text.lower()
-    return all(w in lowered for w in words)
-
-
 def _validation_message(exc: RequestValidationError) -> tuple[int, str, str]:
     errors = list(exc.errors())
     body = getattr(exc, "body", None)
@@ -685,14 +680,12 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
              tags=["memories"])
     def memories(p: Who, user_id: str | None = None, query: str | None = None,
                  limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
-        """The user's persistent memories, oldest first; ``query`` keeps those holding every word."""
+        """The user's persistent memories, oldest first; with ``query``, those sharing a
+        distinctive word with it, best first."""
         user = p.user(user_id)
         if user is None:
             raise ValidationError("user_id is required with an admin key: say whose memories")
-        rows = mem.memories(user)
-        if query and query.split():
-            words = [w.lower() for w in query.split()]
-            rows = [r for r in rows if _words_in(r["content"], words)]
+        rows = mem.memories(user, query=query if query and query.strip() else None)
         return JSONResponse({"memories": rows[:limit]})
 
     @app.delete("/v1/memories/{memory_id}", status_code=204, responses=ERROR_RESPONSES,

@@ -15,7 +15,15 @@ from typing import Any
 
 from hermes_redis import config as config_mod
 from hermes_redis import metrics
-from hermes_redis.archive import Archive, Forgotten, SearchHit, fts_matches, parse_ts, snippet
+from hermes_redis.archive import (
+    Archive,
+    Forgotten,
+    SearchHit,
+    fts_matches,
+    parse_ts,
+    relevant,
+    snippet,
+)
 from hermes_redis.backends import open_hot, rq_dispatcher
 from hermes_redis.compaction import CompactResult, Maintainer, session_row, split_turns, sweep
 from hermes_redis.config import Config
@@ -49,6 +57,7 @@ from hermes_redis.models import (
 )
 from hermes_redis.summarizers import ChatSummarizer, ExtractiveSummarizer, Summarizer
 from hermes_redis.tokens import Tokenizer, get_tokenizer
+from hermes_redis.triggers import trigger_fact
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 1000  # messages in one append_many call
@@ -150,15 +159,45 @@ class SessionMemory:
         if len(set(ids)) != len(ids):
             raise ValidationError("two messages share one message_id: give each its own")
         msgs, full = self._new_messages(sid, checked)
+        facts = self._trigger_facts(msgs)  # a trigger with nothing to remember refuses them all
         self.pressure.check()
         first_user = next((m.content for m in msgs if m.role == "user"), None)
         title = self._title(first_user) if first_user and self.config.session.auto_title else ""
-        seqs, enqueue = self._append(msgs, title, full, dedupe=bool(ids))
+        made: list[str] = []
+        if facts:
+            msgs, made = self._remember_triggered(sid, msgs, facts)
+        try:
+            seqs, enqueue = self._append(msgs, title, full, dedupe=bool(ids))
+        except BaseException:
+            for memory_id in made:  # the message was not stored: neither is what it asked
+                self.forget_memory(memory_id)
+            raise
         if enqueue:
             self._dispatch(sid)
         self.pressure.appended(len(msgs))
         metrics.APPENDS.inc(len(msgs))
         return [replace(m, seq=seq) for m, seq in zip(msgs, seqs, strict=True)]
+
+    def _trigger_facts(self, msgs: list[Message]) -> dict[int, str]:
+        """What user messages ask to remember in plain words ("记住：…", "remember that …"),
+        by position; empty when ``memory.persistent.triggers`` is off."""
+        if not self.config.memory.persistent.triggers:
+            return {}
+        facts = {i: trigger_fact(m.content) for i, m in enumerate(msgs) if m.role == "user"}
+        return {i: f for i, f in facts.items() if f}
+
+    def _remember_triggered(self, sid: str, msgs: list[Message],
+                            facts: dict[int, str]) -> tuple[list[Message], list[str]]:
+        """Store each fact as the session user's memory; the message cites it in
+        ``memory_refs``, so ``append`` reports what it recorded (an agent can say "已记录")."""
+        user = self._users.get(sid) or self._meta(sid)["user_id"]
+        made: list[str] = []
+        out = list(msgs)
+        for i, fact in facts.items():
+            memory_id = self.remember(user, fact, session_id=sid)
+            made.append(memory_id)
+            out[i] = replace(out[i], memory_refs=(*out[i].memory_refs, memory_id))
+        return out, made
 
     def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:
         """One message's fields, validated; errors name the item (``messages[i]``)."""
@@ -576,8 +615,14 @@ class SessionMemory:
         self.hot.memories_changed(user_id)  # after the commit: the next read loads it
         return memory_id
 
-    def memories(self, user_id: str) -> list[dict[str, Any]]:
-        return self.cold.memories(_check_user(user_id))
+    def memories(self, user_id: str, query: str | None = None) -> list[dict[str, Any]]:
+        """The user's persistent memories, oldest first; with ``query``, only those sharing a
+        distinctive word with it (the recall's terms: stems, CJK pairs), best match first."""
+        rows = self.cold.memories(_check_user(user_id))
+        if query is None:
+            return rows
+        check_text(query, "query", len(query))
+        return relevant(rows, query, key=lambda r: str(r["content"]))
 
     def forget_memory(self, memory_id: str, user_id: str | None = None) -> None:
         """Delete one persistent memory (of ``user_id`` when given: another user's memory
