@@ -44,6 +44,7 @@ class Session:
     auto_title: bool = True
     save_tool_results: bool = True
     tool_result_max_tokens: int = 2000
+    tool_result_summarize: bool = True  # false: cap an oversized result to its head and tail
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,20 @@ class Server:
 
 
 @dataclass(frozen=True)
+class ContextManagement:
+    """The seed's ``advanced.context_management`` keys: the same settings as
+    ``memory.session.tool_result_*``, under the seed's path (either path works)."""
+
+    tool_result_max_tokens: int | None = None
+    tool_result_summarize: bool | None = None
+
+
+@dataclass(frozen=True)
+class Advanced:
+    context_management: ContextManagement = field(default_factory=ContextManagement)
+
+
+@dataclass(frozen=True)
 class Config:
     memory: Memory = field(default_factory=Memory)
     redis: Redis = field(default_factory=Redis)
@@ -115,6 +130,7 @@ class Config:
     limits: Limits = field(default_factory=Limits)
     summarizer: Summarizer = field(default_factory=Summarizer)
     server: Server = field(default_factory=Server)
+    advanced: Advanced = field(default_factory=Advanced)
     source: str = field(default="<defaults>", compare=False)
 
     @property
@@ -174,7 +190,28 @@ def load(path: str | os.PathLike[str] | None = None) -> Config:
             used.append(f"${var}")
     if used:  # an error then names the variables too, not only the file
         source = f"{source} (with {', '.join(used)})"
+    _seed_aliases(data, source)
     return _build(Config, data, "", source)
+
+
+def _seed_aliases(data: dict[str, Any], source: str) -> None:
+    """``advanced.context_management.tool_result_*`` (the seed's path) sets
+    ``memory.session.tool_result_*``; both set to different values is an error."""
+    seed = data.get("advanced")
+    cm = seed.get("context_management") if isinstance(seed, dict) else None
+    if not isinstance(cm, dict):
+        return  # absent, or not a mapping: _build names the error
+    memory = data.setdefault("memory", {})
+    session = memory.setdefault("session", {}) if isinstance(memory, dict) else None
+    if not isinstance(session, dict):
+        return
+    for key in ("tool_result_max_tokens", "tool_result_summarize"):
+        if cm.get(key) is None:
+            continue
+        if key in session and session[key] != cm[key]:
+            raise ConfigError(f"{source}: advanced.context_management.{key} ({cm[key]!r}) and "
+                              f"memory.session.{key} ({session[key]!r}) differ: keep one")
+        session[key] = cm[key]
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from hermes_redis import config as config_mod
-from hermes_redis import metrics
+from hermes_redis import metrics, tool_results
 from hermes_redis.archive import (
     Archive,
     Forgotten,
@@ -254,8 +254,10 @@ class SessionMemory:
                 keep = self.config.session.save_tool_results
                 if keep:
                     full[message_id] = content
-                content = self.tokenizer.cap(content, limit,
-                                             "the archive" if keep else "nowhere (not saved)")
+                where = "the archive" if keep else "nowhere (not saved)"
+                content = (tool_results.summarize(content, limit, self.tokenizer, where)
+                           if self.config.session.tool_result_summarize
+                           else self.tokenizer.cap(content, limit, where))
                 tokens = self.tokenizer.count(content)
             msgs.append(Message(sid, 0, c["role"], content, tokens, tool_calls=c["tool_calls"],
                                 file_refs=c["file_refs"], memory_refs=c["memory_refs"],
