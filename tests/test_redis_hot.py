@@ -192,3 +192,15 @@ def test_info_shows_that_redis_persists_nothing(tmp_path):
     finally:
         bare.cleanup()
         safe.cleanup()
+
+
+def test_a_repeated_forget_is_a_no_op(rmem):
+    """forget is idempotent per message_id: sending it again (a retry after a dropped
+    reply) changes nothing and does not fail."""
+    sid = rmem.create_session()
+    m = rmem.append(sid, "user", "forget me")
+    target = [(m.message_id, m.seq, m.token_count)]
+    assert rmem.hot.forget(sid, target) == 1
+    before = rmem.hot.meta(sid)
+    rmem.hot.forget(sid, target)
+    assert rmem.hot.meta(sid) == before

@@ -27,7 +27,9 @@ for _, item in ipairs(redis.call('LRANGE', list, 0, -1)) do
   end
 end
 -- a compaction that read the session before this forget must not install its summary
-if count > 0 then redis.call('HINCRBY', meta, 'forgets', 1) end
-redis.call('HINCRBY', meta, 'message_count', -count)
-redis.call('HINCRBY', meta, 'total_tokens', -tokens)
+if count > 0 then  -- (-0 would reach Redis as "-0", not an integer: a repeat would fail)
+  redis.call('HINCRBY', meta, 'forgets', 1)
+  redis.call('HINCRBY', meta, 'message_count', -count)
+  redis.call('HINCRBY', meta, 'total_tokens', -tokens)
+end
 return removed
