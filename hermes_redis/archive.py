@@ -444,16 +444,6 @@ class Archive:
         rows = self._read("SELECT * FROM sessions WHERE session_id=?", (sid,))
         return rows[0] if rows else None
 
-    def sessions(self, user_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
-        sql, args = "SELECT * FROM sessions WHERE 1=1", []
-        if user_id is not None:
-            sql += " AND user_id=?"
-            args.append(user_id)
-        if status is not None:
-            sql += " AND status=?"
-            args.append(status)
-        return self._read(sql + " ORDER BY updated_at DESC", args)
-
     def sessions_page(self, user_id: str | None, status: str | None, limit: int,
                       after: tuple[str, str] | None = None) -> list[dict[str, Any]]:
         """Up to ``limit`` sessions, newest archived activity first, strictly after the
