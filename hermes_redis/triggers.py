@@ -29,9 +29,13 @@ _QUESTION = re.compile(
     r"(still\s+)?remember\b|\bremember\s+when\b)", re.I)
 
 
+# Every trigger holds one of these: one cheap scan rules most messages out (appends pay it).
+_ANY = re.compile(r"记|以后|从现在|从今|remember|note|keep in mind|from now on", re.I)
+
+
 def trigger_fact(text: str) -> str | None:
     """The fact ``text`` asks to remember, or None when it asks nothing of the kind."""
-    if _QUESTION.search(text):
+    if not _ANY.search(text) or _QUESTION.search(text):
         return None
     for pattern in _TRIGGERS:
         m = pattern.search(text)
