@@ -75,7 +75,8 @@ def build_archived(mem: Any, turns: int) -> str:
     """The state workers leave: every turn but the newest ``HOT_TAIL`` messages archived and
     summarized, those in the hot list; ``context()`` then reads the archive (the older
     verbatim turns and the ranked recall for the newest user message)."""
-    from hermes_redis.compaction import session_row
+    from dataclasses import replace
+
 
     sid = mem.create_session("bench")
     count = workload.Counter(mem.tokenizer)
@@ -83,18 +84,18 @@ def build_archived(mem: Any, turns: int) -> str:
     n = len(items)
     messages = [m for m, _ in workload.packed(sid, items, count)]
     summary = mem.offline_summarizer.summarize("", messages[:400], 2000)
-    meta = {**mem.hot.meta(sid), "summary": summary, "summary_seq": str(max(0, n - HOT_TAIL)),
-            "last_seq": str(n), "flushed_seq": str(n), "message_count": str(n),
-            "total_tokens": str(sum(m.token_count for m in messages))}
-    row = session_row(sid, meta)
+    meta = replace(mem.hot.meta(sid), summary=summary, summary_seq=max(0, n - HOT_TAIL),
+                   last_seq=n, flushed_seq=n, message_count=n,
+                   total_tokens=sum(m.token_count for m in messages))
+    row = meta.to_row(sid)
     for i in range(0, n, 20_000):
         mem.cold.write(row, messages[i : i + 20_000], {})
-    mem.cold.set_summary(sid, summary, int(meta["summary_seq"]), force=True)
+    mem.cold.set_summary(sid, summary, meta.summary_seq, force=True)
     client = mem.hot.client
     tail = [m.pack() for m in messages[n - HOT_TAIL :]]
     if tail:
         client.rpush(mem.hot.list_key(sid), *tail)
-    client.hset(mem.hot.meta_key(sid), mapping=meta)
+    client.hset(mem.hot.meta_key(sid), mapping=meta.to_hash())
     user, assistant = workload.cycle(2, roles=("user", "assistant"))
     mem.append(sid, *user)
     mem.append(sid, *assistant)

@@ -7,7 +7,6 @@ WAL mode and a busy timeout let workers, the CLI and agents use one file at once
 
 from __future__ import annotations
 
-import calendar
 import itertools
 import json
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hermes_redis.errors import BackendUnavailableError
-from hermes_redis.models import Message, new_message_id
+from hermes_redis.models import Message, new_message_id, parse_ts
 
 # 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time).
 # Upgraded in place on open (PRAGMA user_version).
@@ -552,6 +551,16 @@ class Archive:
                          " coalesce(max(seq),0) AS m FROM messages WHERE session_id=?", (sid,))[0]
         return int(row["n"]), int(row["t"]), int(row["m"])
 
+    def turn_starts(self, sid: str, upto_seq: int, within: int) -> tuple[int, int]:
+        """Archived messages with seq <= ``within`` that start a turn (a user message, or the
+        first message), and how many of those have seq <= ``upto_seq``."""
+        row = self._read(
+            "SELECT count(*) AS n, coalesce(sum(seq <= ?), 0) AS upto FROM messages"
+            " WHERE session_id=? AND seq <= ? AND (role='user' OR seq ="
+            " (SELECT min(seq) FROM messages WHERE session_id=?))",
+            (upto_seq, sid, within, sid))[0]
+        return int(row["n"]), int(row["upto"])
+
     def reseat_needed(self, sid: str, messages: Sequence[Message]) -> tuple[int, int]:
         """Where ``messages`` would reuse seqs the archive already gave out (Redis went back
         in time: an older snapshot, a lagging replica): (the first such seq, the archive's
@@ -651,22 +660,6 @@ def _ts(value: float | str) -> str:
         value = float(value)
     seconds, micros = divmod(round(value * 1_000_000), 1_000_000)
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{micros:06d}"
-
-
-def parse_ts(value: str | float | None) -> float:
-    """Unix seconds from what ``_ts`` (or CURRENT_TIMESTAMP) wrote: 'YYYY-MM-DD HH:MM:SS[.ffffff]'."""
-    if value is None:
-        return 0.0
-    if isinstance(value, int | float):
-        return float(value)
-    base, _, frac = value.partition(".")
-    try:  # sliced by hand: time.strptime costs ~30 µs a row, and a context reads hundreds
-        fields = (int(base[0:4]), int(base[5:7]), int(base[8:10]), int(base[11:13]),
-                  int(base[14:16]), int(base[17:19]))
-    except ValueError:
-        fields = time.strptime(base, "%Y-%m-%d %H:%M:%S")[:6]
-    seconds = calendar.timegm((*fields, 0, 0, 0))
-    return round(seconds + (int(frac.ljust(6, "0")[:6]) / 1_000_000 if frac else 0.0), 6)
 
 
 def _message(row: dict[str, Any]) -> Message:

@@ -1,24 +1,27 @@
-"""Moving turns between the tiers: flush to the archive, compact the hot tier.
+"""The one owner of moving sessions between the tiers: flush to the archive, compact the
+hot tier, load an expired session back, and the two-tier writes of forget, clear, status
+changes and delete.
 
-Both are safe to crash at any point and to run again, from any number of workers:
-flush is idempotent by message_id (invariant 3) and acknowledges only what the archive
-committed; compaction installs its summary by compare-and-set and trims only archived
-messages (invariant 2).
+Flush and compaction are safe to crash at any point and to run again, from any number of
+workers: flush is idempotent by message_id (invariant 3) and acknowledges only what the
+archive committed; compaction installs its summary by compare-and-set and trims only
+archived messages (invariant 2).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hermes_redis import metrics
-from hermes_redis.archive import Archive
+from hermes_redis.archive import Archive, Forgotten
 from hermes_redis.config import Config
-from hermes_redis.errors import HermesError, StateError
-from hermes_redis.hot import HotStore, Meta
-from hermes_redis.models import Message
+from hermes_redis.errors import HermesError, NotFoundError, StateError
+from hermes_redis.hot import HotStore
+from hermes_redis.models import Message, SessionMeta
 from hermes_redis.summarizers import Summarizer
 from hermes_redis.tokens import Tokenizer
 
@@ -31,21 +34,6 @@ class CompactResult:
     trimmed: int
     summary_tokens: int
     kept: int
-
-
-def session_row(sid: str, meta: Meta) -> dict[str, Any]:
-    return {
-        "session_id": sid,
-        "user_id": meta.get("user_id", ""),
-        "title": meta.get("title", ""),
-        "created_at": float(meta.get("created_at", "0")),
-        "updated_at": float(meta.get("updated_at", "0")),
-        "status": meta.get("status", "active"),
-        "summary": meta.get("summary", ""),
-        "summary_seq": int(meta.get("summary_seq", "0")),
-        "last_seq": int(meta.get("last_seq", "0")),
-        "cleared_seq": int(meta.get("cleared_seq", "0") or 0),
-    }
 
 
 def split_turns(messages: list[Message]) -> list[list[Message]]:
@@ -77,7 +65,7 @@ class Maintainer:
         meta = self.hot.meta(sid)
         if meta is None:
             return 0
-        flushed = int(meta["flushed_seq"])
+        flushed = meta.flushed_seq
         pending: list[Message] = []
         for m in self.hot.tail(sid, page_size=256):
             if m.seq <= flushed:
@@ -89,14 +77,14 @@ class Maintainer:
             return self._reseat(sid, first, high, again)
         tool_ids = [m.message_id for m in pending if m.role == "tool"]
         full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
-        added = self.archive.write(session_row(sid, meta), pending, full)
+        added = self.archive.write(meta.to_row(sid), pending, full)
         metrics.FLUSHES.inc()
         if added:
             metrics.ARCHIVED.inc(added)
             metrics.FLUSH_LAG.observe(max(0.0, time.time() - pending[0].created_at))
-        self.sync_summary(sid, (meta["summary"], int(meta["summary_seq"])))
+        self.sync_summary(sid, (meta.summary, meta.summary_seq))
         # Seqs up to last_seq that the tail no longer holds were forgotten: nothing left to archive.
-        upto = max(pending[-1].seq if pending else 0, int(meta["last_seq"]))
+        upto = max(pending[-1].seq if pending else 0, meta.last_seq)
         self.hot.ack_flush(sid, upto, self.ttl, tool_ids)
         return added
 
@@ -110,8 +98,8 @@ class Maintainer:
             chunk = sids[i:i + 1000]
             high = self.archive.high_seqs(chunk)
             for sid, meta in zip(chunk, self.hot.metas(chunk), strict=True):
-                if meta is not None and high.get(sid, 0) > int(meta["last_seq"]):
-                    first = int(meta["last_seq"]) + 1
+                if meta is not None and high.get(sid, 0) > meta.last_seq:
+                    first = meta.last_seq + 1
                     gap = self.archive.messages(sid, after_seq=first - 1, upto_seq=high[sid])
                     self.hot.reseat(sid, first, high[sid], gap)
                     metrics.RESEATS.inc()
@@ -135,13 +123,137 @@ class Maintainer:
         return self.flush(sid, again=False)
 
     def maintain(self, sid: str) -> tuple[int, int]:
-        """What a flush job does: archive the backlog, then compact if over the caps.
-        Returns (messages archived, messages trimmed from the hot tier)."""
+        """What a flush job does, and the in-process path without workers: archive the
+        backlog, then compact if over the caps. Returns (messages archived, messages trimmed
+        from the hot tier)."""
         added = self.flush(sid)
         if not self.needs_compaction(sid):
             return added, 0
-        result = self.compact(sid)
+        result = self._compact(sid, force=False)
         return added, result.trimmed if result else 0
+
+    # --- the session as a whole --------------------------------------------------------------
+    def load(self, sid: str) -> SessionMeta:
+        """The session's live meta, loading it back into the hot tier from the archive after
+        it expired; NotFoundError for no such session, StateError for a deleted one."""
+        meta = self.hot.meta(sid)
+        if meta is not None:
+            return meta
+        row = self.archive.session(sid)
+        if row is None:
+            raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
+        if row["status"] == "deleted":  # a deleted session is never loaded back into Redis
+            raise StateError(f"session {sid} is deleted; start a new session")
+        self._hydrate(sid, row)
+        meta = self.hot.meta(sid)
+        if meta is None:
+            raise NotFoundError(f"session {sid} vanished while loading; retry")
+        return meta
+
+    def _hydrate(self, sid: str, row: Mapping[str, Any]) -> None:
+        """The hot tier rebuilt from the archive: counters from the archived messages and the
+        newest unsummarized ones (at most ``max_messages``); everything in it is archived."""
+        count, tokens, max_seq = self.archive.stats(sid)
+        meta = SessionMeta.from_row(row)
+        last = max(meta.last_seq, max_seq)
+        meta = replace(meta, total_tokens=tokens, message_count=count, last_seq=last,
+                       flushed_seq=last)
+        newest = self.archive.newest(sid, meta.summary_seq, self.config.session.max_messages)
+        self.hot.hydrate(sid, meta, newest, self.ttl)
+
+    def forget(self, sid: str, doomed: list[Message]) -> int:
+        """Remove ``doomed`` from both tiers and from the summary: the archive first
+        (tombstones stop in-flight flushes), then the hot tier (invariant 4)."""
+        if not doomed:
+            return 0
+        targets = [Forgotten(m.message_id, m.seq, m.token_count) for m in doomed]
+        self.archive.forget(sid, targets)
+        self.hot.forget(sid, [(t.message_id, t.seq, t.token_count) for t in targets])
+        self.load(sid)
+        self.scrub(sid, [t.seq for t in targets])  # a summary must not remember it
+        return len(targets)
+
+    def clear(self, sid: str) -> None:
+        """Empty the context (hot turns and summary) from the newest seq on; every message
+        is archived first and stays there."""
+        self.load(sid)
+        self.flush(sid)
+        self.hot.compact(sid, None, "", None)
+        meta = self.load(sid)
+        self.hot.set_fields(sid, SessionMeta.changes(cleared_seq=meta.summary_seq))
+        meta = self.load(sid)
+        self.archive.write(meta.to_row(sid), [])
+        self.archive.set_summary(sid, "", meta.summary_seq, force=True)
+
+    def set_status(self, sid: str, status: str, allowed_from: tuple[str, ...]) -> None:
+        """Archive the backlog, then move the session to ``status`` in both tiers."""
+        meta = self.load(sid)
+        if meta.status not in allowed_from:
+            raise StateError(f"session {sid} is {meta.status}; cannot make it {status}")
+        self.flush(sid)
+        self.hot.set_fields(sid, SessionMeta.changes(status=status))
+        self.archive.write(replace(meta, status=status).to_row(sid), [])
+        self.archive.set_status(sid, status)
+
+    def delete(self, sid: str, purge: bool) -> None:
+        """Archive the backlog, mark the session deleted and drop its hot keys; ``purge``
+        also removes its archived rows."""
+        row = self.archive.session(sid)
+        if self.hot.meta(sid) is not None or row is None or row["status"] != "deleted":
+            meta = self.load(sid)
+            self.flush(sid)
+            self.archive.write(meta.to_row(sid), [])
+            self.archive.set_status(sid, "deleted")
+        if purge:
+            self.archive.purge(sid)
+        self.hot.drop(sid)
+
+    def turns(self, sid: str) -> tuple[int, int]:
+        """(turns in the stored history, turns the summary covers), counted by the archive's
+        index plus the hot tier's unarchived messages; a turn starts at a user message."""
+        meta = self.hot.meta(sid)
+        if meta is None:
+            row = self.archive.session(sid)
+            if row is None:
+                raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
+            meta = SessionMeta.from_row(row)
+            within = 2**63 - 1  # not in the hot tier: the archive holds all of it
+        else:
+            within = meta.flushed_seq
+        archived, covered = self.archive.turn_starts(sid, meta.summary_seq, within)
+        turns, first = archived, None
+        for m in self.hot.tail(sid, page_size=256) if within < 2**63 - 1 else ():
+            if m.seq <= within:
+                break
+            starts = m.role == "user"
+            if not starts and not archived:  # the history's first message starts a turn too
+                first = self._first_seq(sid) if first is None else first
+                starts = m.seq == first
+            if starts:
+                turns += 1
+                covered += m.seq <= meta.summary_seq
+        return turns, covered
+
+    def _first_seq(self, sid: str) -> int:
+        seqs = [m.seq for m in self.archive.first(sid, 0, 1) + self.hot.page(sid, 0, 1 << 30)[:1]]
+        return min(seqs, default=0)
+
+    def sweep(self, enqueue: Callable[[str], None], grace: float = 30.0) -> list[str]:
+        """Re-enqueue sessions whose backlog is older than ``grace`` seconds or whose hot tier
+        is over its cap: correctness never depends on a job surviving."""
+        stale = set(self.hot.backlog_sessions(time.time() - grace))
+        cap = self.config.session.max_messages
+        for sid in self.hot.session_ids():
+            if self.hot.length(sid) > cap and self.needs_compaction(sid):
+                stale.add(sid)
+        metrics.RETRIES.inc(len(stale))
+        for sid in sorted(stale):
+            try:
+                enqueue(sid)
+            except HermesError as err:  # the queue cannot take it (Redis full): do it here
+                log.warning("%s; maintaining session %s in this process", err, sid)
+                self.maintain(sid)
+        return sorted(stale)
 
     def needs_compaction(self, sid: str) -> bool:
         meta = self.hot.meta(sid)
@@ -151,8 +263,12 @@ class Maintainer:
         return len(live) > self.config.session.max_messages or self._tokens(live) > self._token_cap()
 
     def compact(self, sid: str, force: bool = False) -> CompactResult | None:
-        """Apply the configured strategy; None when there is nothing to do."""
+        """Archive the backlog, then apply the configured strategy (``force``: even under
+        the caps); None when there is nothing to do."""
         self.flush(sid)
+        return self._compact(sid, force)
+
+    def _compact(self, sid: str, force: bool) -> CompactResult | None:
         for _ in range(3):  # another worker may move the summary meanwhile
             meta = self.hot.meta(sid)
             if meta is None:
@@ -166,9 +282,9 @@ class Maintainer:
             folded = live[: len(live) - len(kept)]
             if not folded:
                 return None
-            old_seq = int(meta["summary_seq"])
+            old_seq = meta.summary_seq
             new_seq = folded[-1].seq
-            summary = self._summarize(meta["summary"], folded)
+            summary = self._summarize(meta.summary, folded)
             trimmed = self.hot.compact(sid, old_seq, summary, new_seq, meta)
             if trimmed == -2:
                 continue
@@ -189,8 +305,8 @@ class Maintainer:
         the new summary or is redone, and this retries over a summary it raced."""
         for _ in range(5):
             meta = self.hot.meta(sid)
-            upto = int(meta["summary_seq"]) if meta else 0
-            if meta is None or not meta["summary"] or min(seqs, default=upto + 1) > upto:
+            upto = meta.summary_seq if meta else 0
+            if meta is None or not meta.summary or min(seqs, default=upto + 1) > upto:
                 return
             gone = self.archive.tombstoned(sid)
             remaining = [m for m in self.history(sid, upto) if m.message_id not in gone]
@@ -219,7 +335,7 @@ class Maintainer:
             meta = self.hot.meta(sid)
             if meta is None:
                 return
-            now = (meta["summary"], int(meta["summary_seq"]))
+            now = (meta.summary, meta.summary_seq)
             if now == wrote:
                 return
             self.archive.set_summary(sid, now[0], now[1], force=True)
@@ -252,8 +368,8 @@ class Maintainer:
             kept_turns = kept_turns[1:]
         return [m for t in kept_turns for m in t]
 
-    def _live(self, sid: str, meta: Meta) -> list[Message]:
-        summary_seq = int(meta["summary_seq"])
+    def _live(self, sid: str, meta: SessionMeta) -> list[Message]:
+        summary_seq = meta.summary_seq
         return [m for m in self.hot.messages(sid) if m.seq > summary_seq]
 
     def _token_cap(self) -> int:
@@ -262,22 +378,3 @@ class Maintainer:
     @staticmethod
     def _tokens(messages: list[Message]) -> int:
         return sum(m.token_count for m in messages)
-
-
-def sweep(maintainer: Maintainer, enqueue: Any, grace: float = 30.0) -> list[str]:
-    """Re-enqueue sessions whose backlog is older than ``grace`` seconds or whose hot tier
-    is over its cap: correctness never depends on a job surviving."""
-    hot = maintainer.hot
-    stale = set(hot.backlog_sessions(time.time() - grace))
-    cap = maintainer.config.session.max_messages
-    for sid in hot.session_ids():
-        if hot.length(sid) > cap and maintainer.needs_compaction(sid):
-            stale.add(sid)
-    metrics.RETRIES.inc(len(stale))
-    for sid in sorted(stale):
-        try:
-            enqueue(sid)
-        except HermesError as err:  # the queue cannot take it (Redis full): do it here instead
-            log.warning("%s; maintaining session %s in this process", err, sid)
-            maintainer.maintain(sid)
-    return sorted(stale)

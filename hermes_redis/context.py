@@ -29,8 +29,15 @@ from typing import Any, Protocol
 
 from hermes_redis.archive import relevant
 from hermes_redis.config import Compression
-from hermes_redis.hot import HotStore, Meta, page_size
-from hermes_redis.models import Context, Message, memories_text, recalled_text, summary_text
+from hermes_redis.hot import HotStore, page_size
+from hermes_redis.models import (
+    Context,
+    Message,
+    SessionMeta,
+    memories_text,
+    recalled_text,
+    summary_text,
+)
 from hermes_redis.summarizers import Summarizer
 from hermes_redis.tokens import MESSAGE_OVERHEAD, Tokenizer
 
@@ -63,7 +70,7 @@ def _cost(messages: Sequence[Message]) -> int:
     return sum(m.token_count + MESSAGE_OVERHEAD for m in messages)
 
 
-def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], budget: int,
+def build_context(hot: HotStore, sid: str, meta: SessionMeta, memories: Sequence[str], budget: int,
                   window: int, tokenizer: Tokenizer, *, history: History | None = None,
                   compression: Compression | None = None, folds: SummaryFolds | None = None,
                   query: str | None = None,
@@ -71,23 +78,23 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
     """``first_page``: the newest page of the hot list already read with the meta."""
     c = compression or Compression()
     kept_memories, used = _fit_memories(memories, budget, tokenizer, query or "")
-    start = int(meta.get("cleared_seq", "0") or 0)
+    start = meta.cleared_seq
     whole = _whole(meta, history, budget, used, c.threshold,
                    lambda: _all_hot(hot, sid, meta, first_page))
     if whole is not None:
-        first = whole[0].seq if whole else int(meta.get("last_seq", "0") or 0) + 1
+        first = whole[0].seq if whole else meta.last_seq + 1
         return Context(sid, tuple(whole), "", tuple(kept_memories), used + _cost(whole), budget,
                        window, first)
     strategy = c.strategy if c.enabled else "rolling_window"
-    archived = int(meta.get("flushed_seq", "0") or 0)  # the archive holds seq <= this
+    archived = meta.flushed_seq  # the archive holds seq <= this
     if archived <= start:  # nothing to read there: the common case of a young session
         history = None
     opening = _opening(history, start, c.keep_first, budget // OPENING_SHARE, tokenizer)
     used += _cost(opening)
     floor = opening[-1].seq if opening else start  # verbatim, summary and recall lie above it
-    summary_seq = int(meta.get("summary_seq", "0") or 0)
+    summary_seq = meta.summary_seq
     summary_room = 0 if strategy == "rolling_window" else int(budget * c.summary_share)
-    if not meta.get("summary") and summary_seq <= floor:  # no summary to send: no share
+    if not meta.summary and summary_seq <= floor:  # no summary to send: no share
         summary_room = 0
     recall_room = int(budget * c.recall_share) if c.recall and history is not None else 0
     # (with nothing archived the hot tier holds the whole session: no opening, no recall)
@@ -107,11 +114,11 @@ def build_context(hot: HotStore, sid: str, meta: Meta, memories: Sequence[str], 
     if strategy == "summary":
         summary_room = budget - used - _cost(picked) - recall_room
     used += _cost(picked)
-    shown = picked[0].seq if picked else int(meta.get("last_seq", "0") or 0) + 1
+    shown = picked[0].seq if picked else meta.last_seq + 1
 
     summary, cost = "", 0
     if strategy != "rolling_window" and summary_room > 0 and shown > floor + 1:
-        summary, cost = _summary(sid, meta.get("summary", ""), summary_seq, rest, shown, floor,
+        summary, cost = _summary(sid, meta.summary, summary_seq, rest, shown, floor,
                                  min(summary_room, budget - used), folds, c, tokenizer)
     used += cost
 
@@ -144,29 +151,29 @@ def _turn_start(picked: list[Message]) -> int:
     return 0
 
 
-def _all_hot(hot: HotStore, sid: str, meta: Meta,
+def _all_hot(hot: HotStore, sid: str, meta: SessionMeta,
              first_page: tuple[list[Any], int] | None) -> list[Message] | None:
     """Every message of the session, oldest first, when the page already read holds the
     whole list and the list holds every message (its length is the message count)."""
     if first_page is None:
         return None
     entries, asked = first_page
-    if len(entries) >= asked or len(entries) != int(meta.get("message_count", "0") or 0):
+    if len(entries) >= asked or len(entries) != meta.message_count:
         return None
     return list(hot.tail(sid, asked, first=first_page))[::-1]
 
 
-def _whole(meta: Meta, history: History | None, budget: int, used: int, threshold: float,
+def _whole(meta: SessionMeta, history: History | None, budget: int, used: int, threshold: float,
            hot_whole: Callable[[], list[Message] | None]) -> list[Message] | None:
     """Every message since the last clear, when the session's counters say it fits within
     ``threshold`` × the budget (checked again on what was read); None when it does not.
     ``hot_whole``: the whole session from the hot tier when it holds all of it (then the
     archive is not read), asked only once the counters say it fits."""
     room = min(int(budget * threshold), budget - used)
-    count = int(meta.get("message_count", "0") or 0)
-    if int(meta.get("total_tokens", "0") or 0) + count * MESSAGE_OVERHEAD > room:
+    count = meta.message_count
+    if meta.total_tokens + count * MESSAGE_OVERHEAD > room:
         return None
-    after = int(meta.get("cleared_seq", "0") or 0)
+    after = meta.cleared_seq
     all_hot = hot_whole()
     if all_hot is not None:
         messages: list[Message] | None = [m for m in all_hot if m.seq > after]
@@ -224,7 +231,7 @@ class _Older:
         self.more = True
 
 
-def _older(hot: HotStore, sid: str, meta: Meta, history: History | None, floor: int,
+def _older(hot: HotStore, sid: str, meta: SessionMeta, history: History | None, floor: int,
            budget: int, first_page: tuple[list[Any], int] | None) -> _Older:
     def gen() -> Iterator[Message]:
         low = None
@@ -235,8 +242,8 @@ def _older(hot: HotStore, sid: str, meta: Meta, history: History | None, floor: 
             yield m
         if history is None:
             return
-        low = low if low is not None else int(meta.get("last_seq", "0") or 0) + 1
-        low = min(low, int(meta.get("flushed_seq", "0") or 0) + 1)
+        low = low if low is not None else meta.last_seq + 1
+        low = min(low, meta.flushed_seq + 1)
         page = page_size(budget, meta) // 2
         while low > floor + 1:
             got = history.before(low, floor, page)

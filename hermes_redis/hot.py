@@ -27,9 +27,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError
-from hermes_redis.models import Message
+from hermes_redis.models import Message, SessionMeta
 
-Meta = dict[str, str]
 T = TypeVar("T")
 LUA_DIR = Path(__file__).with_name("lua")
 log = logging.getLogger(__name__)
@@ -38,28 +37,11 @@ MEMORIES_CACHE_TTL = 3600  # a cached memory list lives at most this long (secon
 DEDUPE_WINDOW = 64  # newest entries (plus the batch) a retried append searches (append.lua)
 
 
-def new_meta(user_id: str, title: str, now: float) -> Meta:
-    return {
-        "user_id": user_id,
-        "title": title,
-        "created_at": repr(now),
-        "updated_at": repr(now),
-        "total_tokens": "0",
-        "message_count": "0",
-        "status": "active",
-        "summary": "",
-        "summary_seq": "0",
-        "last_seq": "0",
-        "flushed_seq": "0",
-        "cleared_seq": "0",
-    }
-
-
-def page_size(budget: int, meta: Meta) -> int:
+def page_size(budget: int, meta: SessionMeta) -> int:
     """About as many messages as the budget holds at the session's mean size (its counters),
     plus a margin, so one read usually does (read.lua computes the same)."""
-    count = int(meta.get("message_count", "0") or 0)
-    mean = max(1, int(meta.get("total_tokens", "0") or 0)) / count if count > 0 else 64
+    count = meta.message_count
+    mean = max(1, meta.total_tokens) / count if count > 0 else 64
     return max(16, min(1024, int(budget / (mean + 4) * 1.25) + 8))
 
 
@@ -68,7 +50,7 @@ class HotRead:
     """One ``HotStore.read``: the meta, the newest page (entries, size asked for) and the
     user's cached memories with their cache generation."""
 
-    meta: Meta | None
+    meta: SessionMeta | None
     entries: list[Any]
     size: int
     memories: list[str] | None
@@ -93,7 +75,7 @@ class HotStore(ABC):
         return None
 
     @abstractmethod
-    def create(self, sid: str, meta: Meta, ttl: int) -> bool:
+    def create(self, sid: str, meta: SessionMeta, ttl: int) -> bool:
         """Create the session; False if it exists already."""
 
     @abstractmethod
@@ -110,9 +92,9 @@ class HotStore(ABC):
     def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]: ...
 
     @abstractmethod
-    def meta(self, sid: str) -> Meta | None: ...
+    def meta(self, sid: str) -> SessionMeta | None: ...
 
-    def metas(self, sids: list[str]) -> list[Meta | None]:
+    def metas(self, sids: list[str]) -> list[SessionMeta | None]:
         """``meta`` of many sessions (one round trip on Redis)."""
         return [self.meta(sid) for sid in sids]
 
@@ -136,7 +118,7 @@ class HotStore(ABC):
 
     @abstractmethod
     def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
-                expected: Meta | None = None) -> int:
+                expected: SessionMeta | None = None) -> int:
         """Install a summary covering seq <= new_seq (None: up to the newest) and trim what it
         covers and is archived. ``expected_seq`` None skips the compare-and-set; ``expected``,
         the meta the summary was built from, also fails it when the summary text or the forget
@@ -148,10 +130,10 @@ class HotStore(ABC):
         """Remove (message_id, seq, tokens) targets; idempotent per message_id."""
 
     @abstractmethod
-    def hydrate(self, sid: str, meta: Meta, messages: list[Message], ttl: int) -> bool: ...
+    def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool: ...
 
     @abstractmethod
-    def set_fields(self, sid: str, fields: Meta) -> None: ...
+    def set_fields(self, sid: str, fields: Mapping[str, str]) -> None: ...
 
     @abstractmethod
     def clear_pending(self, sid: str) -> None: ...
@@ -252,7 +234,7 @@ class MemoryHot(HotStore):
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self._meta: dict[str, Meta] = {}
+        self._meta: dict[str, dict[str, str]] = {}  # each hash, as Redis would hold it
         self._lists: dict[str, list[Message]] = {}
         self._expires: dict[str, float] = {}
         self._index: dict[str, float] = {}
@@ -276,7 +258,7 @@ class MemoryHot(HotStore):
             self._memories_gen[user_id] = self._memories_gen.get(user_id, 0) + 1
             self._memories.pop(user_id, None)
 
-    def _live(self, sid: str) -> Meta | None:
+    def _live(self, sid: str) -> dict[str, str] | None:
         deadline = self._expires.get(sid)
         if deadline is not None and deadline <= time.time():
             self._meta.pop(sid, None)
@@ -291,13 +273,13 @@ class MemoryHot(HotStore):
         else:
             self._expires.pop(sid, None)
 
-    def create(self, sid: str, meta: Meta, ttl: int) -> bool:
+    def create(self, sid: str, meta: SessionMeta, ttl: int) -> bool:
         with self._lock:
             if self._live(sid) is not None:
                 return False
-            self._meta[sid] = dict(meta)
+            self._meta[sid] = meta.to_hash()
             self._lists[sid] = []
-            self._index[sid] = float(meta["updated_at"])
+            self._index[sid] = meta.updated_at
             self._expire(sid, ttl)
             return True
 
@@ -335,12 +317,12 @@ class MemoryHot(HotStore):
             meta.setdefault("pending", repr(now))
             return seqs, enqueue
 
-    def meta(self, sid: str) -> Meta | None:
+    def meta(self, sid: str) -> SessionMeta | None:
         with self._lock:
             meta = self._live(sid)
             if meta is None:
                 return None
-            return {k: v for k, v in meta.items() if not k.startswith("forgot:")}
+            return SessionMeta.from_hash(meta)
 
     def page(self, sid: str, skip: int, count: int) -> list[Message]:
         with self._lock:
@@ -388,7 +370,7 @@ class MemoryHot(HotStore):
             return len(moved)
 
     def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
-                expected: Meta | None = None) -> int:
+                expected: SessionMeta | None = None) -> int:
         with self._lock:
             meta = self._live(sid)
             if meta is None:
@@ -398,7 +380,7 @@ class MemoryHot(HotStore):
             if expected_seq is not None and (expected_seq != current or target < current):
                 return -2
             if expected is not None and (meta["summary"], meta.get("forgets", "0")) != (
-                    expected["summary"], expected.get("forgets", "0")):
+                    expected.summary, str(expected.forgets)):
                 return -2
             meta["summary"], meta["summary_seq"] = summary, str(target)
             bound = min(target, int(meta["flushed_seq"]))
@@ -424,17 +406,17 @@ class MemoryHot(HotStore):
             meta["total_tokens"] = str(int(meta["total_tokens"]) - sum(t[2] for t in fresh))
             return len(items) - len(self._lists[sid])
 
-    def hydrate(self, sid: str, meta: Meta, messages: list[Message], ttl: int) -> bool:
+    def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
         with self._lock:
             if self._live(sid) is not None:
                 return False
-            self._meta[sid] = dict(meta)
+            self._meta[sid] = meta.to_hash()
             self._lists[sid] = list(messages)
-            self._index[sid] = float(meta["updated_at"])
+            self._index[sid] = meta.updated_at
             self._expire(sid, ttl)
             return True
 
-    def set_fields(self, sid: str, fields: Meta) -> None:
+    def set_fields(self, sid: str, fields: Mapping[str, str]) -> None:
         with self._lock:
             meta = self._live(sid)
             if meta is not None:
@@ -459,7 +441,7 @@ class MemoryHot(HotStore):
             meta = self.meta(sid)
             if meta is None:
                 return HotRead(None, [], 0, cached, gen)
-            if ttl is not None and meta["status"] == "active":
+            if ttl is not None and meta.status == "active":
                 self._expire(sid, ttl)
             size = page_size(budget, meta)
             return HotRead(meta, self._entries(sid, 0, size), size, cached, gen)
@@ -595,7 +577,7 @@ class RedisHot(HotStore):
     def close(self) -> None:
         self.client.close()
 
-    def create(self, sid: str, meta: Meta, ttl: int) -> bool:
+    def create(self, sid: str, meta: SessionMeta, ttl: int) -> bool:
         return self.hydrate(sid, meta, [], ttl)
 
     def append(self, msgs: Sequence[Message], now: float, title: str,
@@ -625,7 +607,7 @@ class RedisHot(HotStore):
             raise
         return [int(s) for s in seqs], bool(enqueue)
 
-    def meta(self, sid: str) -> Meta | None:
+    def meta(self, sid: str) -> SessionMeta | None:
         return _meta(self._call(lambda: self.client.hgetall(self.meta_key(sid))))
 
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
@@ -666,7 +648,7 @@ class RedisHot(HotStore):
 
         self._call(run)
 
-    def metas(self, sids: list[str]) -> list[Meta | None]:
+    def metas(self, sids: list[str]) -> list[SessionMeta | None]:
         def run() -> list[Any]:
             pipe = self.client.pipeline(transaction=False)
             for sid in sids:
@@ -708,12 +690,12 @@ class RedisHot(HotStore):
         return int(self._call(lambda: self._scripts["ack_flush"](keys=keys, args=args)))
 
     def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
-                expected: Meta | None = None) -> int:
+                expected: SessionMeta | None = None) -> int:
         args = [
             "*" if expected_seq is None else expected_seq,
             summary,
             "last" if new_seq is None else new_seq,
-            *([] if expected is None else [expected["summary"], expected.get("forgets", "0")]),
+            *([] if expected is None else [expected.summary, expected.forgets]),
         ]
         keys = [self.meta_key(sid), self.list_key(sid)]
         return int(self._call(lambda: self._scripts["compact"](keys=keys, args=args)))
@@ -723,12 +705,11 @@ class RedisHot(HotStore):
         args = [x for target in targets for x in target]
         return int(self._call(lambda: self._scripts["forget"](keys=keys, args=args)))
 
-    def hydrate(self, sid: str, meta: Meta, messages: list[Message], ttl: int) -> bool:
+    def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
         keys = [self.meta_key(sid), self.list_key(sid), self.index_key()]
-        flat: list[Any] = []
-        for k, v in meta.items():
-            flat += [k, v]
-        args = [ttl, meta["updated_at"], sid, len(meta), *flat, *(m.pack() for m in messages)]
+        fields = meta.to_hash()
+        flat = [x for kv in fields.items() for x in kv]
+        args = [ttl, fields["updated_at"], sid, len(fields), *flat, *(m.pack() for m in messages)]
         return bool(self._call(lambda: self._scripts["hydrate"](keys=keys, args=args)))
 
     def reseat(self, sid: str, first: int, high: int, gap: list[Message]) -> int:
@@ -736,7 +717,7 @@ class RedisHot(HotStore):
         args = [first, high, sum(m.token_count for m in gap), *(m.pack() for m in gap)]
         return int(self._call(lambda: self._scripts["reseat"](keys=keys, args=args)))
 
-    def set_fields(self, sid: str, fields: Meta) -> None:
+    def set_fields(self, sid: str, fields: Mapping[str, str]) -> None:
         if not fields:
             return
         args = [x for kv in fields.items() for x in kv]
@@ -776,11 +757,11 @@ def _memories(raw: bytes | None) -> list[str] | None:
     return None if raw is None else [str(m) for m in msgpack.unpackb(raw, raw=False)]
 
 
-def _meta(raw: dict[bytes, bytes]) -> Meta | None:
+def _meta(raw: dict[bytes, bytes]) -> SessionMeta | None:
     if not raw or b"status" not in raw:
         return None
-    return {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()
-            if not k.startswith(b"forgot:")}
+    return SessionMeta.from_hash({k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()
+                                  if not k.startswith(b"forgot:")})
 
 
 def redact_url(url: str) -> str:

@@ -12,8 +12,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_redis.archive import Archive, parse_ts
+from hermes_redis.archive import Archive
 from hermes_redis.errors import NotFoundError, ValidationError
+from hermes_redis.models import parse_ts
 
 PREFIX = "hrk_"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import calendar
 import datetime
 import json
 import os
@@ -9,8 +10,8 @@ import re
 import struct
 import time
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import msgpack
@@ -211,6 +212,113 @@ class Message:
         }
 
 
+@dataclass(frozen=True)
+class SessionMeta:
+    """A session's record: the hot tier's meta hash, typed. The only place its fields are
+    named (the Lua scripts read the hash by the same names). ``last_seq`` is the highest seq
+    given out, ``flushed_seq`` the highest the archive holds, ``summary_seq`` the highest the
+    summary covers and ``cleared_seq`` where the last ``/clear`` left the context."""
+
+    user_id: str
+    title: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    total_tokens: int = 0
+    message_count: int = 0
+    status: str = "active"
+    summary: str = ""
+    summary_seq: int = 0
+    last_seq: int = 0
+    flushed_seq: int = 0
+    cleared_seq: int = 0
+    forgets: int = 0  # bumped by every forget: compaction's compare-and-set (owned by the scripts)
+
+    @classmethod
+    def new(cls, user_id: str, title: str, now: float) -> SessionMeta:
+        return cls(user_id=user_id, title=title, created_at=now, updated_at=now)
+
+    @classmethod
+    def from_hash(cls, raw: Mapping[str, str]) -> SessionMeta:
+        """From the stored hash (text values); fields it lacks take their defaults, fields it
+        has beyond these (the scripts' own bookkeeping) are ignored."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            text = raw.get(f.name)
+            if text is None or text == "":
+                continue
+            values[f.name] = (text if f.type == "str" else
+                              float(text) if f.type == "float" else int(text))
+        values.setdefault("user_id", "")
+        return cls(**values)
+
+    def to_hash(self) -> dict[str, str]:
+        """The hash to store (``forgets`` left to the scripts that count forgets)."""
+        return _hash_fields({f.name: getattr(self, f.name) for f in fields(self)
+                             if f.name != "forgets"})
+
+    @staticmethod
+    def changes(**values: str | int | float) -> dict[str, str]:
+        """Some fields as hash text, for an in-place update; an unknown name is a TypeError."""
+        unknown = set(values) - _META_FIELDS
+        if unknown:
+            raise TypeError(f"SessionMeta has no field {sorted(unknown)[0]!r}")
+        return _hash_fields(values)
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> SessionMeta:
+        """From an archive ``sessions`` row: everything it counts is archived."""
+        last = int(row.get("last_seq") or 0)
+        return cls(
+            user_id=row.get("user_id") or "", title=row.get("title") or "",
+            created_at=parse_ts(row.get("created_at")), updated_at=parse_ts(row.get("updated_at")),
+            total_tokens=int(row.get("total_tokens") or 0),
+            message_count=int(row.get("message_count") or 0),
+            status=row.get("status") or "active", summary=row.get("summary") or "",
+            summary_seq=int(row.get("summary_seq") or 0), last_seq=last, flushed_seq=last,
+            cleared_seq=int(row.get("cleared_seq") or 0),
+        )
+
+    def to_row(self, sid: str) -> dict[str, Any]:
+        """The archive ``sessions`` row (its counters are recounted from the messages)."""
+        return {"session_id": sid, "user_id": self.user_id, "title": self.title,
+                "created_at": self.created_at, "updated_at": self.updated_at,
+                "status": self.status, "summary": self.summary, "summary_seq": self.summary_seq,
+                "last_seq": self.last_seq, "cleared_seq": self.cleared_seq}
+
+    @property
+    def backlog(self) -> int:
+        """Messages appended but not yet archived."""
+        return max(0, self.last_seq - self.flushed_seq)
+
+
+_META_FIELDS = frozenset(f.name for f in fields(SessionMeta))
+
+
+def _hash_fields(values: Mapping[str, str | int | float]) -> dict[str, str]:
+    return {k: repr(float(v)) if isinstance(v, float) else str(v) for k, v in values.items()}
+
+
+def parse_ts(value: str | float | datetime.datetime | None) -> float:
+    """Unix seconds from an archive timestamp: 'YYYY-MM-DD HH:MM:SS[.ffffff]' UTC text (what
+    SQLite's CURRENT_TIMESTAMP writes), a datetime, or a number."""
+    if value is None:
+        return 0.0
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.UTC)
+        return round(value.timestamp(), 6)
+    base, _, frac = value.partition(".")
+    try:  # sliced by hand: time.strptime costs ~30 µs a row, and a context reads hundreds
+        parts: tuple[int, ...] = (int(base[0:4]), int(base[5:7]), int(base[8:10]),
+                                  int(base[11:13]), int(base[14:16]), int(base[17:19]))
+    except ValueError:
+        parts = tuple(time.strptime(base, "%Y-%m-%d %H:%M:%S")[:6])
+    seconds = calendar.timegm((*parts, 0, 0, 0))
+    return round(seconds + (int(frac.ljust(6, "0")[:6]) / 1_000_000 if frac else 0.0), 6)
+
+
 class SessionPage(list["SessionInfo"]):
     """A page of a listing: the sessions, and ``next_cursor`` for the next page (None: last)."""
 
@@ -237,6 +345,17 @@ class SessionInfo:
     archived_count: int = 0
     ttl_left: int | None = None
     tier: str = "hot"
+
+    @classmethod
+    def of(cls, sid: str, meta: SessionMeta, *, hot_count: int = 0, archived_count: int = 0,
+           ttl_left: int | None = None, tier: str = "hot") -> SessionInfo:
+        return cls(
+            session_id=sid, user_id=meta.user_id, title=meta.title, created_at=meta.created_at,
+            updated_at=meta.updated_at, total_tokens=meta.total_tokens,
+            message_count=meta.message_count, status=meta.status, summary=meta.summary,
+            summary_seq=meta.summary_seq, last_seq=meta.last_seq, flushed_seq=meta.flushed_seq,
+            hot_count=hot_count, archived_count=archived_count, ttl_left=ttl_left, tier=tier,
+        )
 
     @property
     def backlog(self) -> int:

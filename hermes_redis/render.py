@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hermes_redis.compaction import split_turns
 from hermes_redis.errors import StateError
 from hermes_redis.models import Context, SessionInfo
 
@@ -237,11 +236,10 @@ def session_report(mem: SessionMemory, sid: str) -> SessionReport:
             ctx = mem.context(sid, touch=False)
         except StateError:  # archived or deleted between the two reads
             ctx = None
-    turns = split_turns(mem.messages(sid))
-    summarized = sum(1 for t in turns if t[0].seq <= info.summary_seq) if info.summary_seq else 0
+    turns, summarized = mem.turns(sid)
     return SessionReport(
         info=info, context=ctx, window=mem.config.model.context_window,
-        budget=mem.config.context_budget, turns=len(turns), turns_summarized=summarized,
+        budget=mem.config.context_budget, turns=turns, turns_summarized=summarized,
         summary_tokens=mem.tokenizer.count(info.summary) if info.summary else 0,
         ttl_config=mem.config.session.ttl, encoding=mem.tokenizer.describe(),
         backend=mem.hot.name, redis_url=mem.hot.url,

@@ -15,17 +15,9 @@ from typing import Any
 
 from hermes_redis import config as config_mod
 from hermes_redis import metrics, tool_results
-from hermes_redis.archive import (
-    Archive,
-    Forgotten,
-    SearchHit,
-    fts_matches,
-    parse_ts,
-    relevant,
-    snippet,
-)
+from hermes_redis.archive import Archive, SearchHit, fts_matches, relevant, snippet
 from hermes_redis.backends import open_hot, rq_dispatcher
-from hermes_redis.compaction import CompactResult, Maintainer, session_row, split_turns, sweep
+from hermes_redis.compaction import CompactResult, Maintainer, split_turns
 from hermes_redis.config import Config
 from hermes_redis.context import SummaryFolds, build_context
 from hermes_redis.errors import (
@@ -37,12 +29,13 @@ from hermes_redis.errors import (
     ValidationError,
 )
 from hermes_redis.history import SessionHistory
-from hermes_redis.hot import HotStore, Meta, new_meta
+from hermes_redis.hot import HotStore
 from hermes_redis.models import (
     STATUSES,
     Context,
     Message,
     SessionInfo,
+    SessionMeta,
     SessionPage,
     check_content,
     check_created_at,
@@ -117,11 +110,11 @@ class SessionMemory:
         if session_id is not None and self.cold.session(sid) is not None:
             raise ValidationError(f"session {sid} already exists; pick another id")
         title = check_text(title, "title", self.config.limits.max_title_chars)
-        meta = new_meta(user_id, title, time.time())
+        meta = SessionMeta.new(user_id, title, time.time())
         if not self.hot.create(sid, meta, self.config.session.ttl):
             raise ValidationError(f"session {sid} already exists; pick another id")
         # listed and found by prefix from the archive's indexes, before its first flush
-        self.cold.write(session_row(sid, meta), [])
+        self.cold.write(meta.to_row(sid), [])
         return sid
 
     def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
@@ -190,7 +183,7 @@ class SessionMemory:
                             facts: dict[int, str]) -> tuple[list[Message], list[str]]:
         """Store each fact as the session user's memory; the message cites it in
         ``memory_refs``, so ``append`` reports what it recorded (an agent can say "已记录")."""
-        user = self._users.get(sid) or self._meta(sid)["user_id"]
+        user = self._users.get(sid) or self._meta(sid).user_id
         made: list[str] = []
         out = list(msgs)
         for i, fact in facts.items():
@@ -234,7 +227,7 @@ class SessionMemory:
             self._meta(sid)  # rebuilds an expired session from the archive
             return self.hot.append(msgs, time.time(), title, full, dedupe)
         except StateError:
-            status = self._meta(sid)["status"]
+            status = self._meta(sid).status
             raise StateError(f"session {sid} is {status}; "
                              + ("restore it first" if status == "archived" else
                                 "start a new session")) from None
@@ -278,39 +271,16 @@ class SessionMemory:
 
     def _maintain_inline(self, sid: str) -> None:
         """The memory backend has no workers: flush and compact in-process."""
-        self.maintainer.maintain(sid)
+        self.maintain(sid)
 
-    def _meta(self, sid: str) -> Meta:
+    def maintain(self, session_id: str) -> tuple[int, int]:
+        """Archive the session's backlog, then compact it if the hot tier is over its caps
+        (what a worker's flush job does). Returns (messages archived, messages trimmed)."""
+        return self.maintainer.maintain(check_session_id(session_id))
+
+    def _meta(self, sid: str) -> SessionMeta:
         """The session's live meta, rebuilding the hot tier from the archive after expiry."""
-        meta = self.hot.meta(sid)
-        if meta is not None:
-            return meta
-        row = self.cold.session(sid)
-        if row is None:
-            raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
-        if row["status"] == "deleted":  # a deleted session is never loaded back into Redis
-            raise StateError(f"session {sid} is deleted; start a new session")
-        self._hydrate(sid, row)
-        meta = self.hot.meta(sid)
-        if meta is None:
-            raise NotFoundError(f"session {sid} vanished while loading; retry")
-        return meta
-
-    def _hydrate(self, sid: str, row: dict[str, Any]) -> None:
-        count, tokens, max_seq = self.cold.stats(sid)
-        last = max(int(row["last_seq"] or 0), max_seq)
-        summary_seq = int(row["summary_seq"] or 0)
-        meta = {
-            "user_id": row["user_id"] or "", "title": row["title"] or "",
-            "created_at": repr(parse_ts(row["created_at"])),
-            "updated_at": repr(parse_ts(row["updated_at"])),
-            "total_tokens": str(tokens), "message_count": str(count), "status": row["status"],
-            "summary": row["summary"] or "", "summary_seq": str(summary_seq),
-            "last_seq": str(last), "flushed_seq": str(last),
-            "cleared_seq": str(row.get("cleared_seq") or 0),
-        }
-        newest = self.cold.newest(sid, summary_seq, self.config.session.max_messages)
-        self.hot.hydrate(sid, meta, newest, self.config.session.ttl)
+        return self.maintainer.load(sid)
 
     def resolve(self, prefix: str) -> str:
         """A full session id from a unique prefix (as typed on the command line)."""
@@ -342,9 +312,9 @@ class SessionMemory:
             self._meta(sid)
             read = self.hot.read(sid, ttl, budget, asked)
             meta = read.meta or self._meta(sid)
-        if meta["status"] != "active":
-            raise StateError(f"session {sid} is {meta['status']}; restore it to load its context")
-        user = meta["user_id"]
+        if meta.status != "active":
+            raise StateError(f"session {sid} is {meta.status}; restore it to load its context")
+        user = meta.user_id
         self._remember_user(sid, user)
         if asked == user and read.memories is not None:
             memories = read.memories
@@ -423,7 +393,7 @@ class SessionMemory:
             row = self.cold.session(sid) if meta is None else None
             if meta is None and row is None:
                 raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
-            user = meta["user_id"] if meta is not None else (row or {}).get("user_id") or ""
+            user = meta.user_id if meta is not None else (row or {}).get("user_id") or ""
             self._remember_user(sid, user)
         return user
 
@@ -439,13 +409,12 @@ class SessionMemory:
         now = time.time()
         sids = self.hot.backlog_sessions(now)
         metas = self.hot.metas(sids) if sids else []
-        count = sum(max(0, int(m["last_seq"]) - int(m["flushed_seq"])) for m in metas if m)
+        count = sum(m.backlog for m in metas if m)
         oldest: float | None = None
         for sid, meta in zip(sids, metas, strict=True):
             if meta is None:
                 continue
-            flushed = int(meta["flushed_seq"])
-            first = next((m for m in self.hot.messages(sid) if m.seq > flushed), None)
+            first = next((m for m in self.hot.messages(sid) if m.seq > meta.flushed_seq), None)
             if first is not None:
                 oldest = max(0.0, now - int(first.message_id[:12], 16) / 1000)
             break
@@ -465,11 +434,17 @@ class SessionMemory:
         meta = self.hot.meta(sid)
         archived, _, _ = self.cold.stats(sid)
         if meta is not None:
-            return _info(sid, meta, self.hot.length(sid), archived, self.hot.ttl_left(sid), "hot")
+            return SessionInfo.of(sid, meta, hot_count=self.hot.length(sid), archived_count=archived,
+                                  ttl_left=self.hot.ttl_left(sid))
         row = self.cold.session(sid)
         if row is None:
             raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
-        return _info_from_row(row, archived)
+        return SessionInfo.of(sid, SessionMeta.from_row(row), archived_count=archived, tier="archive")
+
+    def turns(self, session_id: str) -> tuple[int, int]:
+        """(turns in the stored history, turns its summary covers), without reading the
+        history: a turn starts at a user message."""
+        return self.maintainer.turns(check_session_id(session_id))
 
     def list_sessions(self, user_id: str | None = None, status: str | None = "active",
                       limit: int | None = 50, cursor: str | None = None) -> SessionPage:
@@ -488,11 +463,12 @@ class SessionMemory:
         rows = rows[:limit] if limit is not None else rows
         sids = [r["session_id"] for r in rows]
         infos = []
-        for row, meta in zip(rows, self.hot.metas(sids), strict=True):
+        for sid, row, meta in zip(sids, rows, self.hot.metas(sids), strict=True):
             if meta is not None:
-                infos.append(_info(row["session_id"], meta, 0, 0, None, "hot"))
+                infos.append(SessionInfo.of(sid, meta))
             else:
-                infos.append(_info_from_row(row, int(row["message_count"] or 0)))
+                infos.append(SessionInfo.of(sid, SessionMeta.from_row(row), tier="archive",
+                                            archived_count=int(row["message_count"] or 0)))
         nxt = _cursor_of(rows[-1]) if more and rows else None
         return SessionPage(infos, next_cursor=nxt)
 
@@ -512,17 +488,16 @@ class SessionMemory:
         # matched as the archive matches (fts_matches), so a hit does not change on a flush.
         backlog = self.hot.backlog_sessions(time.time())
         for sid, meta in zip(backlog, self.hot.metas(backlog), strict=True):
-            if meta is None or (user_id is not None and meta["user_id"] != user_id):
+            if meta is None or (user_id is not None and meta.user_id != user_id):
                 continue
-            if meta["status"] == "deleted":
+            if meta.status == "deleted":
                 continue
-            flushed = int(meta["flushed_seq"])
             for m in self.hot.tail(sid, page_size=256):
-                if m.seq <= flushed:
+                if m.seq <= meta.flushed_seq:
                     break
                 if (sid, m.seq) not in seen and fts_matches(query, m.content):
                     hits.append(SearchHit(sid, m.seq, m.role, snippet(m.content, query),
-                                          meta["title"], 0.0, "hot"))
+                                          meta.title, 0.0, "hot"))
         return hits[:limit]
 
     # --- changing ----------------------------------------------------------------------------
@@ -536,7 +511,9 @@ class SessionMemory:
         return self.maintainer.compact(sid, force=True)
 
     def sweep(self, grace: float = 30.0) -> list[str]:
-        return sweep(self.maintainer, self._enqueue, grace)
+        """Re-enqueue every session whose backlog is older than ``grace`` seconds or whose
+        hot tier is over its cap; returns them."""
+        return self.maintainer.sweep(self._enqueue, grace)
 
     def forget_last(self, session_id: str, n: int) -> int:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
@@ -555,57 +532,23 @@ class SessionMemory:
         return self._forget(sid, [m for m in self.messages(sid) if needle in m.content.lower()])
 
     def _forget(self, sid: str, doomed: list[Message]) -> int:
-        """Archive first (tombstones stop in-flight flushes), then the hot tier (invariant 4)."""
-        if not doomed:
-            return 0
-        targets = [Forgotten(m.message_id, m.seq, m.token_count) for m in doomed]
-        self.cold.forget(sid, targets)
-        self.hot.forget(sid, [(t.message_id, t.seq, t.token_count) for t in targets])
-        self._meta(sid)
-        self.maintainer.scrub(sid, [t.seq for t in targets])  # a summary must not remember it
-        return len(targets)
+        return self.maintainer.forget(sid, doomed)
 
     def clear(self, session_id: str) -> None:
         """Empty the context (hot turns and summary); the archive and memories stay."""
-        sid = check_session_id(session_id)
-        meta = self._meta(sid)
-        self.maintainer.flush(sid)
-        self.hot.compact(sid, None, "", None)
-        meta = self._meta(sid)
-        self.hot.set_fields(sid, {"cleared_seq": meta["summary_seq"]})
-        meta = self._meta(sid)
-        self.cold.write(session_row(sid, meta), [])
-        self.cold.set_summary(sid, "", int(meta["summary_seq"]), force=True)
+        self.maintainer.clear(check_session_id(session_id))
 
     def archive(self, session_id: str) -> None:
         """Keep everything but stop loading the session into context."""
-        self._set_status(session_id, "archived", frm=("active",))
+        self.maintainer.set_status(check_session_id(session_id), "archived", ("active",))
 
     def restore(self, session_id: str) -> None:
-        self._set_status(session_id, "active", frm=("archived", "active"))
-
-    def _set_status(self, session_id: str, status: str, frm: tuple[str, ...]) -> None:
-        sid = check_session_id(session_id)
-        meta = self._meta(sid)
-        if meta["status"] not in frm:
-            raise StateError(f"session {sid} is {meta['status']}; cannot make it {status}")
-        self.maintainer.flush(sid)
-        self.hot.set_fields(sid, {"status": status})
-        self.cold.write(session_row(sid, {**meta, "status": status}), [])
-        self.cold.set_status(sid, status)
+        """Make an archived session active again (an active one stays active)."""
+        self.maintainer.set_status(check_session_id(session_id), "active", ("archived", "active"))
 
     def delete(self, session_id: str, purge: bool = False) -> None:
         """Mark deleted and drop the hot keys; ``purge`` also removes its archived rows."""
-        sid = check_session_id(session_id)
-        row = self.cold.session(sid)
-        if self.hot.meta(sid) is not None or row is None or row["status"] != "deleted":
-            meta = self._meta(sid)
-            self.maintainer.flush(sid)
-            self.cold.write(session_row(sid, meta), [])
-            self.cold.set_status(sid, "deleted")
-        if purge:
-            self.cold.purge(sid)
-        self.hot.drop(sid)
+        self.maintainer.delete(check_session_id(session_id), purge)
 
     def remember(self, user_id: str, text: str, session_id: str | None = None) -> str:
         user_id = _check_user(user_id)
@@ -642,29 +585,6 @@ def _check_user(user_id: object) -> str:
     if not isinstance(user_id, str) or not user_id or len(user_id) > 128 or not user_id.isprintable():
         raise ValidationError("user_id must be 1-128 printable characters")
     return user_id
-
-
-def _info(sid: str, meta: Meta, hot_count: int, archived: int, ttl: int | None,
-          tier: str) -> SessionInfo:
-    return SessionInfo(
-        session_id=sid, user_id=meta["user_id"], title=meta["title"],
-        created_at=float(meta["created_at"]), updated_at=float(meta["updated_at"]),
-        total_tokens=int(meta["total_tokens"]), message_count=int(meta["message_count"]),
-        status=meta["status"], summary=meta["summary"], summary_seq=int(meta["summary_seq"]),
-        last_seq=int(meta["last_seq"]), flushed_seq=int(meta["flushed_seq"]),
-        hot_count=hot_count, archived_count=archived, ttl_left=ttl, tier=tier,
-    )
-
-
-def _info_from_row(row: dict[str, Any], archived: int) -> SessionInfo:
-    last = int(row["last_seq"] or 0)
-    return SessionInfo(
-        session_id=row["session_id"], user_id=row["user_id"] or "", title=row["title"] or "",
-        created_at=parse_ts(row["created_at"]), updated_at=parse_ts(row["updated_at"]),
-        total_tokens=int(row["total_tokens"] or 0), message_count=int(row["message_count"] or 0),
-        status=row["status"], summary=row["summary"] or "", summary_seq=int(row["summary_seq"] or 0),
-        last_seq=last, flushed_seq=last, hot_count=0, archived_count=archived, tier="archive",
-    )
 
 
 class MemoryPressure:

@@ -4,8 +4,7 @@ import time
 
 import pytest
 
-from hermes_redis.hot import new_meta
-from hermes_redis.models import Message
+from hermes_redis.models import Message, SessionMeta
 
 
 def test_keys_of_a_session_share_one_hash_tag(rmem, redis_client):
@@ -20,7 +19,7 @@ def test_keys_of_a_session_share_one_hash_tag(rmem, redis_client):
 def test_a_retried_append_is_not_stored_twice(rmem):
     hot = rmem.hot
     sid = "retry-me"
-    hot.create(sid, new_meta("u", "", time.time()), 0)
+    hot.create(sid, SessionMeta.new("u", "", time.time()), 0)
     msg = Message(sid, 0, "user", "once", 1)
     keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(), hot.backlog_key(), hot.full_key(sid)]
     args = [repr(time.time()), sid, "", 0, 1, msg.pack(), 1, msg.message_id, ""]
@@ -28,7 +27,7 @@ def test_a_retried_append_is_not_stored_twice(rmem):
     args[3] = 1  # the reply was lost: the client sends it again
     again = hot._scripts["append"](keys=keys, args=args)
     assert first[1] == again[1] == 1
-    assert hot.length(sid) == 1 and hot.meta(sid)["message_count"] == "1"
+    assert hot.length(sid) == 1 and hot.meta(sid).message_count == 1
 
 
 def test_unarchived_keys_have_no_ttl_and_archived_ones_do(config_factory):
@@ -124,7 +123,7 @@ def test_set_fields_never_recreates_a_gone_session(rmem):
     assert not rmem.hot.client.exists(rmem.hot.meta_key(sid))
     live = rmem.create_session()
     rmem.hot.set_fields(live, {"status": "archived", "title": "t"})
-    assert rmem.hot.meta(live)["status"] == "archived" and rmem.hot.meta(live)["title"] == "t"
+    assert rmem.hot.meta(live).status == "archived" and rmem.hot.meta(live).title == "t"
 
 
 def test_memory_hot_drop_forgets_full_texts(config_factory):

@@ -100,9 +100,7 @@ def test_flush_is_idempotent_after_a_partial_write(config_factory):
     sid = mem.create_session()
     converse(mem, sid, 20)
     half = mem.hot.messages(sid)[:17]
-    from hermes_redis.compaction import session_row
-
-    mem.cold.write(session_row(sid, mem.hot.meta(sid)), half)  # crash before the ack
+    mem.cold.write(mem.hot.meta(sid).to_row(sid), half)  # crash before the ack
     assert mem.flush(sid) == 23
     assert mem.flush(sid) == 0
     rows = archive_rows(mem, sid)

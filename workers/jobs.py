@@ -27,7 +27,7 @@ def memory() -> SessionMemory:
 def flush_session(session_id: str) -> dict[str, int]:
     """Archive the session's backlog, then compact it if the hot tier is over its caps."""
     try:
-        added, trimmed = memory().maintainer.maintain(session_id)
+        added, trimmed = memory().maintain(session_id)
     except Exception:
         metrics.JOB_FAILURES.inc()
         raise

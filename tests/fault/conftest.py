@@ -179,18 +179,18 @@ def audit(mem: SessionMemory, acked: Iterable[Acked], forgotten: Iterable[str] =
                             f" != true {count}/{tokens}")
         if meta is None:
             continue  # expired after archiving: the archive is the record
-        if (int(meta["message_count"]), int(meta["total_tokens"])) != (count, tokens):
-            problems.append(f"{sid}: hot counters {meta['message_count']}/{meta['total_tokens']}"
+        if (meta.message_count, meta.total_tokens) != (count, tokens):
+            problems.append(f"{sid}: hot counters {meta.message_count}/{meta.total_tokens}"
                             f" != true {count}/{tokens}")
-        last, flushed = int(meta["last_seq"]), int(meta["flushed_seq"])
-        summary_seq = int(meta["summary_seq"])
+        last, flushed = meta.last_seq, meta.flushed_seq
+        summary_seq = meta.summary_seq
         if last != len(items):
             problems.append(f"{sid}: last_seq {last} != {len(items)} appended")
         if require_flushed and flushed != last:
             problems.append(f"{sid}: backlog {last - flushed} left after the sweep")
         if summary_seq > last:
             problems.append(f"{sid}: summary covers seq {summary_seq} > last {last}")
-        if (row["summary"] or "", int(row["summary_seq"] or 0)) != (meta["summary"], summary_seq):
+        if (row["summary"] or "", int(row["summary_seq"] or 0)) != (meta.summary, summary_seq):
             problems.append(f"{sid}: archive summary (to {row['summary_seq']}) != hot summary "
                             f"(to {summary_seq})")
         hot = [m.seq for m in mem.hot.messages(sid)]

@@ -35,9 +35,9 @@ def converse(mem: SessionMemory, sid: str, n: int, size: int = 40) -> list[Acked
 def hot_keeps(mem: SessionMemory, sid: str, acked: list[Acked]) -> None:
     """Everything not archived is still in Redis and cannot expire."""
     meta = mem.hot.meta(sid)
-    assert meta is not None and int(meta["last_seq"]) > int(meta["flushed_seq"])
+    assert meta is not None and meta.last_seq > meta.flushed_seq
     hot = {m.message_id for m in mem.hot.messages(sid)}
-    flushed = int(meta["flushed_seq"])
+    flushed = meta.flushed_seq
     assert {a.message_id for a in acked if a.seq > flushed} <= hot
     assert mem.hot.ttl_left(sid) is None  # persisted while unarchived (invariant 2)
     ctx = mem.context(sid)  # agents keep working meanwhile

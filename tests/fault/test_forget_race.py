@@ -31,7 +31,7 @@ def traces(mem: SessionMemory, sid: str, secret: str) -> list[str]:
     if any(secret in m.content for m in mem.hot.messages(sid)):
         found.append("hot list")
     meta = mem.hot.meta(sid)
-    if meta and secret in meta["summary"]:
+    if meta and secret in meta.summary:
         found.append("hot summary")
     if any(secret in m.content for m in mem.messages(sid)):
         found.append("messages()")

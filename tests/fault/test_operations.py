@@ -182,7 +182,7 @@ def test_near_maxmemory_appends_warn_then_fail_cleanly_and_work_again_once_drain
         assert err is not None and "\n" not in str(err)
         assert "nearly out of memory" in str(err) and "redis.memory_limit 95%" in str(err)
         meta = mem.hot.meta(sid)
-        assert int(meta["message_count"]) == stored == mem.hot.length(sid)  # nothing half-written
+        assert meta.message_count == stored == mem.hot.length(sid)  # nothing half-written
         write_config(cfg, path)
         burst(path, tmp_path / "burst.log")  # a worker archives and compacts: memory comes back
         mem.append(sid, "user", "after the drain")

@@ -65,7 +65,7 @@ def test_restart_from_an_older_snapshot_loses_and_reuses_nothing(tmp_path, snaps
     srv.stop(kill=True)
     shutil.copy(old, srv.dir / "dump.rdb")
     srv.start()
-    assert int(mem.hot.meta(sid)["last_seq"]) == 6  # Redis really went back in time
+    assert mem.hot.meta(sid).last_seq == 6  # Redis really went back in time
 
     turns(3, "late")  # these get seqs 7.. again: the archive holds 7..14 already
     mem.flush(sid)
@@ -80,7 +80,7 @@ def test_restart_from_an_older_snapshot_loses_and_reuses_nothing(tmp_path, snaps
     hot = mem.hot.messages(sid)
     assert [m.seq for m in hot] == list(range(1, 21))  # the lost middle is back in Redis
     meta = mem.hot.meta(sid)
-    assert (int(meta["last_seq"]), int(meta["message_count"])) == (20, 20)
+    assert (meta.last_seq, meta.message_count) == (20, 20)
     assert mem.append(sid, "user", "after").seq == 21  # appends continue above the archive
     mem.flush(sid)
     assert [r[1] for r in archived(mem, sid)] == list(range(1, 22))
@@ -100,7 +100,7 @@ def test_reseat_contract_on_both_stores(mem):
     assert seqs == [(first[0].message_id, 1), (first[1].message_id, 2),
                     (first[2].message_id, 3), (first[3].message_id, 4),
                     (first[2].message_id, 5), (first[3].message_id, 6)]
-    assert int(mem.hot.meta(sid)["last_seq"]) == 6
+    assert mem.hot.meta(sid).last_seq == 6
     assert mem.hot.reseat("no-such-session", 1, 1, []) == -1
 
 

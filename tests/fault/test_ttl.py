@@ -34,7 +34,7 @@ def test_workers_down_longer_than_ttl(fault_config, tmp_path):
         meta = mem.hot.meta(sid)
         assert meta is not None, "unarchived turns expired"
         assert mem.hot.ttl_left(sid) is None
-        unflushed = [a for a in acked if a.session_id == sid and a.seq > int(meta["flushed_seq"])]
+        unflushed = [a for a in acked if a.session_id == sid and a.seq > meta.flushed_seq]
         assert {a.message_id for a in unflushed} <= {m.message_id for m in mem.hot.messages(sid)}
     burst(path, tmp_path / "burst.log")
     totals = audit(mem, acked)
