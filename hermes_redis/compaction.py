@@ -48,9 +48,9 @@ def split_turns(messages: list[Message]) -> list[list[Message]]:
 
 
 class Maintainer:
-    def __init__(self, config: Config, hot: HotStore, archive: Archive,
+    def __init__(self, config: Config, hot: HotStore, cold: Archive,
                  summarizer: Summarizer, tokenizer: Tokenizer) -> None:
-        self.config, self.hot, self.archive, self.summarizer = config, hot, archive, summarizer
+        self.config, self.hot, self.cold, self.summarizer = config, hot, cold, summarizer
         self.tokenizer = tokenizer
 
     @property
@@ -72,12 +72,12 @@ class Maintainer:
                 break
             pending.append(m)
         pending.reverse()
-        first, high = self.archive.reseat_needed(sid, pending) if pending else (0, 0)
+        first, high = self.cold.reseat_needed(sid, pending) if pending else (0, 0)
         if first:
             return self._reseat(sid, first, high, again)
         tool_ids = [m.message_id for m in pending if m.role == "tool"]
         full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
-        added = self.archive.write(meta.to_row(sid), pending, full)
+        added = self.cold.write(meta.to_row(sid), pending, full)
         metrics.FLUSHES.inc()
         if added:
             metrics.ARCHIVED.inc(added)
@@ -96,11 +96,11 @@ class Maintainer:
         behind: list[str] = []
         for i in range(0, len(sids), 1000):
             chunk = sids[i:i + 1000]
-            high = self.archive.high_seqs(chunk)
+            high = self.cold.high_seqs(chunk)
             for sid, meta in zip(chunk, self.hot.metas(chunk), strict=True):
                 if meta is not None and high.get(sid, 0) > meta.last_seq:
                     first = meta.last_seq + 1
-                    gap = self.archive.messages(sid, after_seq=first - 1, upto_seq=high[sid])
+                    gap = self.cold.messages(sid, after_seq=first - 1, upto_seq=high[sid])
                     self.hot.reseat(sid, first, high[sid], gap)
                     metrics.RESEATS.inc()
                     behind.append(sid)
@@ -115,7 +115,7 @@ class Maintainer:
             raise StateError(f"session {sid}: seqs still collide with the archive after renumbering;"
                              " run `hermes-redis doctor`")
         metrics.RESEATS.inc()
-        gap = self.archive.messages(sid, after_seq=first - 1, upto_seq=high)
+        gap = self.cold.messages(sid, after_seq=first - 1, upto_seq=high)
         moved = self.hot.reseat(sid, first, high, gap)
         log.warning("session %s: Redis went back in time (seq %d reused, the archive holds up to %d);"
                     " %d message(s) renumbered after it, %d restored from the archive",
@@ -139,7 +139,7 @@ class Maintainer:
         meta = self.hot.meta(sid)
         if meta is not None:
             return meta
-        row = self.archive.session(sid)
+        row = self.cold.session(sid)
         if row is None:
             raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
         if row["status"] == "deleted":  # a deleted session is never loaded back into Redis
@@ -153,12 +153,12 @@ class Maintainer:
     def _hydrate(self, sid: str, row: Mapping[str, Any]) -> None:
         """The hot tier rebuilt from the archive: counters from the archived messages and the
         newest unsummarized ones (at most ``max_messages``); everything in it is archived."""
-        count, tokens, max_seq = self.archive.stats(sid)
+        count, tokens, max_seq = self.cold.stats(sid)
         meta = SessionMeta.from_row(row)
         last = max(meta.last_seq, max_seq)
         meta = replace(meta, total_tokens=tokens, message_count=count, last_seq=last,
                        flushed_seq=last)
-        newest = self.archive.newest(sid, meta.summary_seq, self.config.session.max_messages)
+        newest = self.cold.newest(sid, meta.summary_seq, self.config.session.max_messages)
         self.hot.hydrate(sid, meta, newest, self.ttl)
 
     def forget(self, sid: str, doomed: list[Message]) -> int:
@@ -167,7 +167,7 @@ class Maintainer:
         if not doomed:
             return 0
         targets = [Forgotten(m.message_id, m.seq, m.token_count) for m in doomed]
-        self.archive.forget(sid, targets)
+        self.cold.forget(sid, targets)
         self.hot.forget(sid, [(t.message_id, t.seq, t.token_count) for t in targets])
         self.load(sid)
         self.scrub(sid, [t.seq for t in targets])  # a summary must not remember it
@@ -182,8 +182,8 @@ class Maintainer:
         meta = self.load(sid)
         self.hot.set_fields(sid, SessionMeta.changes(cleared_seq=meta.summary_seq))
         meta = self.load(sid)
-        self.archive.write(meta.to_row(sid), [])
-        self.archive.set_summary(sid, "", meta.summary_seq, force=True)
+        self.cold.write(meta.to_row(sid), [])
+        self.cold.set_summary(sid, "", meta.summary_seq, force=True)
 
     def set_status(self, sid: str, status: str, allowed_from: tuple[str, ...]) -> None:
         """Archive the backlog, then move the session to ``status`` in both tiers."""
@@ -192,20 +192,20 @@ class Maintainer:
             raise StateError(f"session {sid} is {meta.status}; cannot make it {status}")
         self.flush(sid)
         self.hot.set_fields(sid, SessionMeta.changes(status=status))
-        self.archive.write(replace(meta, status=status).to_row(sid), [])
-        self.archive.set_status(sid, status)
+        self.cold.write(replace(meta, status=status).to_row(sid), [])
+        self.cold.set_status(sid, status)
 
     def delete(self, sid: str, purge: bool) -> None:
         """Archive the backlog, mark the session deleted and drop its hot keys; ``purge``
         also removes its archived rows."""
-        row = self.archive.session(sid)
+        row = self.cold.session(sid)
         if self.hot.meta(sid) is not None or row is None or row["status"] != "deleted":
             meta = self.load(sid)
             self.flush(sid)
-            self.archive.write(meta.to_row(sid), [])
-            self.archive.set_status(sid, "deleted")
+            self.cold.write(meta.to_row(sid), [])
+            self.cold.set_status(sid, "deleted")
         if purge:
-            self.archive.purge(sid)
+            self.cold.purge(sid)
         self.hot.drop(sid)
 
     def turns(self, sid: str) -> tuple[int, int]:
@@ -213,14 +213,14 @@ class Maintainer:
         index plus the hot tier's unarchived messages; a turn starts at a user message."""
         meta = self.hot.meta(sid)
         if meta is None:
-            row = self.archive.session(sid)
+            row = self.cold.session(sid)
             if row is None:
                 raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
             meta = SessionMeta.from_row(row)
             within = 2**63 - 1  # not in the hot tier: the archive holds all of it
         else:
             within = meta.flushed_seq
-        archived, covered = self.archive.turn_starts(sid, meta.summary_seq, within)
+        archived, covered = self.cold.turn_starts(sid, meta.summary_seq, within)
         turns, first = archived, None
         for m in self.hot.tail(sid, page_size=256) if within < 2**63 - 1 else ():
             if m.seq <= within:
@@ -235,7 +235,7 @@ class Maintainer:
         return turns, covered
 
     def _first_seq(self, sid: str) -> int:
-        seqs = [m.seq for m in self.archive.first(sid, 0, 1) + self.hot.page(sid, 0, 1 << 30)[:1]]
+        seqs = [m.seq for m in self.cold.first(sid, 0, 1) + self.hot.page(sid, 0, 1 << 30)[:1]]
         return min(seqs, default=0)
 
     def sweep(self, enqueue: Callable[[str], None], grace: float = 30.0) -> list[str]:
@@ -259,7 +259,7 @@ class Maintainer:
         meta = self.hot.meta(sid)
         if meta is None:
             return False
-        live = self._live(sid, meta)
+        live = self._unsummarized(sid, meta)
         return len(live) > self.config.session.max_messages or self._tokens(live) > self._token_cap()
 
     def compact(self, sid: str, force: bool = False) -> CompactResult | None:
@@ -273,8 +273,8 @@ class Maintainer:
             meta = self.hot.meta(sid)
             if meta is None:
                 return None
-            gone = self.archive.tombstoned(sid)  # forgotten, maybe not yet out of the hot tier
-            live = [m for m in self._live(sid, meta) if m.message_id not in gone]
+            gone = self.cold.tombstoned(sid)  # forgotten, maybe not yet out of the hot tier
+            live = [m for m in self._unsummarized(sid, meta) if m.message_id not in gone]
             over = len(live) > self.config.session.max_messages
             if not (force or over or self._tokens(live) > self._token_cap()):
                 return None
@@ -292,7 +292,7 @@ class Maintainer:
                 return None
             metrics.COMPACTIONS.inc()
             self.sync_summary(sid)
-            raced = {m: s for m, s in self.archive.tombstoned(sid).items() if m not in gone}
+            raced = {m: s for m, s in self.cold.tombstoned(sid).items() if m not in gone}
             if raced:  # a forget landed while this summary was being written
                 self.scrub(sid, list(raced.values()))
             tokens = self.tokenizer.count(summary) if summary else 0
@@ -308,7 +308,7 @@ class Maintainer:
             upto = meta.summary_seq if meta else 0
             if meta is None or not meta.summary or min(seqs, default=upto + 1) > upto:
                 return
-            gone = self.archive.tombstoned(sid)
+            gone = self.cold.tombstoned(sid)
             remaining = [m for m in self.history(sid, upto) if m.message_id not in gone]
             summary = self.summarizer.summarize(
                 "", remaining, self.config.session.compression.summary_max_tokens)
@@ -323,7 +323,7 @@ class Maintainer:
         # so the archive read after it has it (the other order could miss it in both).
         hot = [m for m in self.hot.messages(sid)
                if m.seq > after_seq and (upto_seq is None or m.seq <= upto_seq)]
-        by_seq = {m.seq: m for m in self.archive.messages(sid, after_seq, upto_seq)}
+        by_seq = {m.seq: m for m in self.cold.messages(sid, after_seq, upto_seq)}
         for m in hot:
             by_seq.setdefault(m.seq, m)
         return [by_seq[s] for s in sorted(by_seq)]
@@ -338,7 +338,7 @@ class Maintainer:
             now = (meta.summary, meta.summary_seq)
             if now == wrote:
                 return
-            self.archive.set_summary(sid, now[0], now[1], force=True)
+            self.cold.set_summary(sid, now[0], now[1], force=True)
             wrote = now
 
     def _summarize(self, previous: str, folded: list[Message]) -> str:
@@ -368,7 +368,7 @@ class Maintainer:
             kept_turns = kept_turns[1:]
         return [m for t in kept_turns for m in t]
 
-    def _live(self, sid: str, meta: SessionMeta) -> list[Message]:
+    def _unsummarized(self, sid: str, meta: SessionMeta) -> list[Message]:
         summary_seq = meta.summary_seq
         return [m for m in self.hot.messages(sid) if m.seq > summary_seq]
 

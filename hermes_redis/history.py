@@ -23,23 +23,23 @@ log = logging.getLogger(__name__)
 class SessionHistory:
     """One session's history for ``build_context`` (the ``context.History`` protocol)."""
 
-    def __init__(self, sid: str, maintainer: Maintainer, archive: Archive, tokenizer: Tokenizer,
+    def __init__(self, sid: str, maintainer: Maintainer, cold: Archive, tokenizer: Tokenizer,
                  tool_result_max_tokens: int) -> None:
-        self.sid, self.maintainer, self.archive = sid, maintainer, archive
+        self.sid, self.maintainer, self.cold = sid, maintainer, cold
         self.tokenizer, self.limit = tokenizer, tool_result_max_tokens
 
     def since(self, after_seq: int) -> list[Message] | None:
         return self._read(lambda: self.maintainer.history(self.sid, after_seq=after_seq))
 
     def first(self, after_seq: int, limit: int) -> list[Message] | None:
-        return self._read(lambda: self.archive.first(self.sid, after_seq, limit))
+        return self._read(lambda: self.cold.first(self.sid, after_seq, limit))
 
     def before(self, before_seq: int, after_seq: int, limit: int) -> Iterator[Message] | None:
-        return self._lazy(lambda: self.archive.before(self.sid, before_seq, after_seq, limit))
+        return self._lazy(lambda: self.cold.before(self.sid, before_seq, after_seq, limit))
 
     def recall(self, query: str, after_seq: int, before_seq: int,
                limit: int) -> Iterator[Message] | None:
-        return self._lazy(lambda: self.archive.recall(self.sid, query, after_seq, before_seq,
+        return self._lazy(lambda: self.cold.recall(self.sid, query, after_seq, before_seq,
                                                       limit))
 
     def _read(self, read: Callable[[], Iterable[Message]]) -> list[Message] | None:

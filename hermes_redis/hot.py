@@ -89,10 +89,13 @@ class HotStore(ABC):
         landed), return their seqs and store nothing."""
 
     @abstractmethod
-    def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]: ...
+    def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]:
+        """The uncapped texts kept for those of ``message_ids`` that have one (until archived)."""
 
     @abstractmethod
-    def meta(self, sid: str) -> SessionMeta | None: ...
+    def meta(self, sid: str) -> SessionMeta | None:
+        """The session's meta; None when the store does not hold it (never created, expired,
+        dropped)."""
 
     def metas(self, sids: list[str]) -> list[SessionMeta | None]:
         """``meta`` of many sessions (one round trip on Redis)."""
@@ -103,7 +106,8 @@ class HotStore(ABC):
         """Up to ``count`` messages ending ``skip`` messages before the newest, oldest first."""
 
     @abstractmethod
-    def length(self, sid: str) -> int: ...
+    def length(self, sid: str) -> int:
+        """How many messages the hot list holds (0 for no session)."""
 
     @abstractmethod
     def ack_flush(self, sid: str, upto_seq: int, ttl: int, archived_ids: list[str]) -> int:
@@ -130,13 +134,17 @@ class HotStore(ABC):
         """Remove (message_id, seq, tokens) targets; idempotent per message_id."""
 
     @abstractmethod
-    def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool: ...
+    def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
+        """Load a session back from the archive (``meta`` and its newest ``messages``, all
+        archived, so it gets ``ttl``); False, changing nothing, when the store holds it."""
 
     @abstractmethod
-    def set_fields(self, sid: str, fields: Mapping[str, str]) -> None: ...
+    def set_fields(self, sid: str, fields: Mapping[str, str]) -> None:
+        """Overwrite meta ``fields`` (``SessionMeta.changes``) of a session the store holds."""
 
     @abstractmethod
-    def clear_pending(self, sid: str) -> None: ...
+    def clear_pending(self, sid: str) -> None:
+        """Note that a flush has started: the next append enqueues another one."""
 
     @abstractmethod
     def drop(self, sid: str) -> None:
@@ -151,7 +159,8 @@ class HotStore(ABC):
         """Every session in the hot index, newest first (may include expired ones)."""
 
     @abstractmethod
-    def unindex(self, sids: list[str]) -> None: ...
+    def unindex(self, sids: list[str]) -> None:
+        """Drop ``sids`` from the session index (entries whose keys expired)."""
 
     @abstractmethod
     def backlog_sessions(self, older_than: float) -> list[str]:
@@ -258,7 +267,7 @@ class MemoryHot(HotStore):
             self._memories_gen[user_id] = self._memories_gen.get(user_id, 0) + 1
             self._memories.pop(user_id, None)
 
-    def _live(self, sid: str) -> dict[str, str] | None:
+    def _hash(self, sid: str) -> dict[str, str] | None:
         deadline = self._expires.get(sid)
         if deadline is not None and deadline <= time.time():
             self._meta.pop(sid, None)
@@ -275,7 +284,7 @@ class MemoryHot(HotStore):
 
     def create(self, sid: str, meta: SessionMeta, ttl: int) -> bool:
         with self._lock:
-            if self._live(sid) is not None:
+            if self._hash(sid) is not None:
                 return False
             self._meta[sid] = meta.to_hash()
             self._lists[sid] = []
@@ -288,7 +297,7 @@ class MemoryHot(HotStore):
                dedupe: bool = False) -> tuple[list[int], bool]:
         sid = msgs[0].session_id
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is None:
                 raise NotFoundError("NOSESSION")
             if meta["status"] != "active":
@@ -319,20 +328,20 @@ class MemoryHot(HotStore):
 
     def meta(self, sid: str) -> SessionMeta | None:
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is None:
                 return None
             return SessionMeta.from_hash(meta)
 
     def page(self, sid: str, skip: int, count: int) -> list[Message]:
         with self._lock:
-            items = self._lists.get(sid, []) if self._live(sid) is not None else []
+            items = self._lists.get(sid, []) if self._hash(sid) is not None else []
             end = len(items) - skip
             return list(items[max(0, end - count) : max(0, end)])
 
     def length(self, sid: str) -> int:
         with self._lock:
-            return len(self._lists.get(sid, [])) if self._live(sid) is not None else 0
+            return len(self._lists.get(sid, [])) if self._hash(sid) is not None else 0
 
     def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]:
         with self._lock:
@@ -340,7 +349,7 @@ class MemoryHot(HotStore):
 
     def ack_flush(self, sid: str, upto_seq: int, ttl: int, archived_ids: list[str]) -> int:
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is None:
                 return -1
             for mid in archived_ids:
@@ -357,7 +366,7 @@ class MemoryHot(HotStore):
 
     def reseat(self, sid: str, first: int, high: int, gap: list[Message]) -> int:
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is None:
                 return -1
             items = self._lists[sid]
@@ -372,7 +381,7 @@ class MemoryHot(HotStore):
     def compact(self, sid: str, expected_seq: int | None, summary: str, new_seq: int | None,
                 expected: SessionMeta | None = None) -> int:
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is None:
                 return -1
             current = int(meta["summary_seq"])
@@ -391,7 +400,7 @@ class MemoryHot(HotStore):
 
     def forget(self, sid: str, targets: list[tuple[str, int, int]]) -> int:
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is None:
                 return 0
             fresh = [t for t in targets if f"forgot:{t[0]}" not in meta]
@@ -408,7 +417,7 @@ class MemoryHot(HotStore):
 
     def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
         with self._lock:
-            if self._live(sid) is not None:
+            if self._hash(sid) is not None:
                 return False
             self._meta[sid] = meta.to_hash()
             self._lists[sid] = list(messages)
@@ -418,13 +427,13 @@ class MemoryHot(HotStore):
 
     def set_fields(self, sid: str, fields: Mapping[str, str]) -> None:
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is not None:
                 meta.update(fields)
 
     def clear_pending(self, sid: str) -> None:
         with self._lock:
-            meta = self._live(sid)
+            meta = self._hash(sid)
             if meta is not None:
                 meta.pop("pending", None)
 
@@ -448,7 +457,7 @@ class MemoryHot(HotStore):
 
     def ttl_left(self, sid: str) -> int | None:
         with self._lock:
-            deadline = self._expires.get(sid) if self._live(sid) is not None else None
+            deadline = self._expires.get(sid) if self._hash(sid) is not None else None
             return None if deadline is None else max(0, round(deadline - time.time()))
 
     def session_ids(self) -> list[str]:

@@ -253,7 +253,7 @@ def ttl_text(r: SessionReport) -> str:
     if i.status == "deleted":
         return "none (deleted: its hot keys were dropped)"
     if i.tier == "archive":
-        hot = "Redis" if r.backend == "redis" else "the in-process hot tier"
+        hot = "Redis" if r.redis_url else "the in-process hot tier"
         if r.context_tokens is not None:
             return f"had expired from {hot}; reloaded from the archive to measure the context"
         return f"expired from {hot} (the archive has it; it reloads on next use)"
@@ -266,7 +266,7 @@ def ttl_text(r: SessionReport) -> str:
     return f"{duration(i.ttl_left)} left (of {duration(r.ttl_config)} idle)"
 
 
-def summary_text(r: SessionReport) -> str:
+def summary_line(r: SessionReport) -> str:
     i = r.info
     if i.summary:
         turns = (f"turns 1–{r.turns_summarized}" if r.turns_summarized != 1 else "turn 1")
@@ -301,7 +301,7 @@ def context_shape(ctx: Context | None) -> str:
 
 def messages_text(r: SessionReport) -> str:
     i = r.info
-    where = "Redis" if r.backend == "redis" else "in-process"
+    where = "Redis" if r.redis_url else "in-process"
     if i.tier == "archive":
         return f"{i.message_count} total: 0 hot (not loaded), {i.archived_count} archived"
     return f"{i.message_count} total: {i.hot_count} hot ({where}), {i.archived_count} archived"
@@ -328,7 +328,7 @@ def report_lines(r: SessionReport) -> list[str]:
         ("Token usage", usage),
         ("Context", context_shape(r.context)),
         ("TTL", ttl_text(r)),
-        ("Summary", summary_text(r)),
+        ("Summary", summary_line(r)),
         ("Backlog", backlog),
         ("Encoding", r.encoding),
         ("Backend", backend),
@@ -350,7 +350,7 @@ def report_brief(r: SessionReport) -> str:
         f"Messages: {messages_text(r)}; {i.total_tokens:,} tokens",
         f"Token usage: {usage}",
         f"Context: {context_shape(r.context)}",
-        f"Summary: {summary_text(r)}",
+        f"Summary: {summary_line(r)}",
         f"Backlog: {i.backlog} · TTL: {ttl_text(r)}",
     ]
     if r.warning:

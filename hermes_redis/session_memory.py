@@ -81,9 +81,12 @@ class SessionMemory:
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None) -> SessionMemory:
+        """A SessionMemory from ``path`` (else ``$HERMES_CONFIG``, else ``./config.yml`` if
+        present, else the defaults)."""
         return cls(config_mod.load(path))
 
     def close(self) -> None:
+        """Release the Redis connections and the archive file; the object is unusable after."""
         self.hot.close()
         self.cold.close()
 
@@ -105,6 +108,8 @@ class SessionMemory:
     # --- sessions ----------------------------------------------------------------------------
     def create_session(self, user_id: str = "default", title: str = "",
                        session_id: str | None = None) -> str:
+        """A new active session of ``user_id``; returns its id (``session_id``: your own id,
+        a ValidationError if any tier knows it). It is listed and found by prefix at once."""
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         user_id = _check_user(user_id)
         if session_id is not None and self.cold.session(sid) is not None:
@@ -430,6 +435,8 @@ class SessionMemory:
         return int(registry.count)
 
     def info(self, session_id: str) -> SessionInfo:
+        """The session's counters, status and tiers, from the hot tier when it is loaded, else
+        from its archive row; it neither loads the session nor renews its TTL."""
         sid = check_session_id(session_id)
         meta = self.hot.meta(sid)
         archived, _, _ = self.cold.stats(sid)
@@ -479,6 +486,8 @@ class SessionMemory:
         return short_ids(list(sids), sorted(set(sids) | self.cold.neighbours(sids)), minimum)
 
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        """Archived messages matching every word of ``query`` (prefixes, CJK substrings), best
+        first, then not-yet-archived ones matched the same way; ``user_id`` keeps to one user."""
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("search query is empty: give at least one word")
         check_text(query, "search query", len(query))
@@ -506,6 +515,8 @@ class SessionMemory:
         return self.maintainer.flush(check_session_id(session_id))
 
     def compact(self, session_id: str) -> CompactResult | None:
+        """Archive the backlog, then summarize older turns into the summary now, even under the
+        caps; None when there is nothing to fold. The archive keeps every message."""
         sid = check_session_id(session_id)
         self._meta(sid)
         return self.maintainer.compact(sid, force=True)
@@ -516,6 +527,8 @@ class SessionMemory:
         return self.maintainer.sweep(self._enqueue, grace)
 
     def forget_last(self, session_id: str, n: int) -> int:
+        """Forget the last ``n`` turns in both tiers and in the summary, for good (tombstones
+        keep them from coming back); returns how many messages went."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValidationError(f"number of turns must be a positive integer, not {n!r}")
         sid = check_session_id(session_id)
@@ -524,6 +537,7 @@ class SessionMemory:
         return self._forget(sid, [m for t in turns[-n:] for m in t])
 
     def forget_keyword(self, session_id: str, keyword: str) -> int:
+        """Forget every message containing ``keyword`` (case-insensitive), as ``forget_last``."""
         if not isinstance(keyword, str) or not keyword.strip():
             raise ValidationError("keyword is empty: give the word to forget")
         sid = check_session_id(session_id)
@@ -551,6 +565,8 @@ class SessionMemory:
         self.maintainer.delete(check_session_id(session_id), purge)
 
     def remember(self, user_id: str, text: str, session_id: str | None = None) -> str:
+        """Store a persistent memory of ``user_id`` (committed to the archive before this
+        returns); every session of the user sees it in its next context. Returns its id."""
         user_id = _check_user(user_id)
         text = check_content(text, self.config.limits.max_content_bytes)
         if session_id is not None:
