@@ -21,11 +21,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hermes_redis.errors import BackendUnavailableError
-from hermes_redis.models import Message, new_message_id, parse_ts
+from hermes_redis.models import Memory, Message, new_message_id, parse_ts
 
-# 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time).
+# 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time);
+# 4: memories.seq/kind/topic/superseded_by and memory_sources (extracted memories).
 # Upgraded in place on open (PRAGMA user_version).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+# Columns added after version 1, by table: added in place to an older archive.
+ADDED_COLUMNS = {
+    "sessions": {"cleared_seq": "INTEGER DEFAULT 0"},
+    "memories": {"seq": "INTEGER", "kind": "TEXT DEFAULT 'explicit'", "topic": "TEXT",
+                 "superseded_by": "TEXT"},
+}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, title TEXT,
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
@@ -47,8 +54,12 @@ CREATE TABLE IF NOT EXISTS tombstones (message_id TEXT PRIMARY KEY, session_id T
 CREATE INDEX IF NOT EXISTS idx_tombstones_session ON tombstones(session_id);
 CREATE TABLE IF NOT EXISTS memories (memory_id TEXT PRIMARY KEY, user_id TEXT NOT NULL,
   session_id TEXT, content TEXT NOT NULL, token_count INTEGER,
-  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  seq INTEGER, kind TEXT DEFAULT 'explicit', topic TEXT, superseded_by TEXT);
 CREATE INDEX IF NOT EXISTS idx_memories_user ON memories(user_id, created_at);
+CREATE TABLE IF NOT EXISTS memory_sources (memory_id TEXT NOT NULL, session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL, PRIMARY KEY (memory_id, session_id, seq));
+CREATE INDEX IF NOT EXISTS idx_memory_sources_message ON memory_sources(session_id, seq);
 CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, user_id TEXT,
   key_hash TEXT NOT NULL UNIQUE, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
   revoked_at TIMESTAMP);
@@ -200,9 +211,11 @@ class Archive:
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             conn.executescript(SCHEMA)
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
-            if "cleared_seq" not in columns:  # archives written before /clear kept a marker
-                conn.execute("ALTER TABLE sessions ADD COLUMN cleared_seq INTEGER DEFAULT 0")
+            for table, added in ADDED_COLUMNS.items():
+                columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                for name, decl in added.items():
+                    if name not in columns:
+                        conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 conn.close()
@@ -382,7 +395,36 @@ class Archive:
                     conn.execute("DELETE FROM messages_fts WHERE rowid=?", (row[0],))
                     conn.execute("DELETE FROM messages WHERE rowid=?", (row[0],))
             self._recount(conn, sid)
+            self._forget_derived(conn, sid, [t.seq for t in targets])
         return fresh
+
+    def _forget_derived(self, conn: sqlite3.Connection, sid: str, seqs: Sequence[int] | None) -> None:
+        """Drop the memories said only in these messages (``seqs`` None: the whole session);
+        what they superseded is current again. Explicit memories are never derived."""
+        if seqs is None:
+            touched = sorted({r[0] for r in conn.execute(
+                "SELECT memory_id FROM memory_sources WHERE session_id=?", (sid,))})
+            conn.execute("DELETE FROM memory_sources WHERE session_id=?", (sid,))
+        else:
+            found: set[str] = set()
+            for sql, args in _chunks("SELECT memory_id FROM memory_sources WHERE session_id=?"
+                                     " AND seq IN ({})", list(seqs), [sid]):
+                found |= {r[0] for r in conn.execute(sql, args)}
+            for sql, args in _chunks("DELETE FROM memory_sources WHERE session_id=?"
+                                     " AND seq IN ({})", list(seqs), [sid]):
+                conn.execute(sql, args)
+            touched = sorted(found)
+        for mid in touched:
+            left = conn.execute("SELECT 1 FROM memory_sources WHERE memory_id=? LIMIT 1",
+                                (mid,)).fetchone()
+            if left is None and conn.execute("DELETE FROM memories WHERE memory_id=? AND"
+                                             " kind != 'explicit'", (mid,)).rowcount:
+                conn.execute("UPDATE memories SET superseded_by=NULL WHERE superseded_by=?", (mid,))
+
+    def forget_session_memories(self, sid: str) -> None:
+        """Drop the memories said only in this session (it is being deleted)."""
+        with self._tx() as conn:
+            self._forget_derived(conn, sid, None)
 
     def purge(self, sid: str) -> None:
         with self._tx() as conn:
@@ -395,19 +437,67 @@ class Archive:
             conn.execute("UPDATE sessions SET status='deleted', summary='', message_count=0,"
                          " total_tokens=0 WHERE session_id=?", (sid,))
 
-    def remember(self, user_id: str, content: str, token_count: int,
-                 session_id: str | None) -> str:
+    def remember(self, user_id: str, content: str, token_count: int, session_id: str | None,
+                 seq: int | None = None, kind: str = "explicit", topic: str | None = None,
+                 supersedes: Sequence[str] = ()) -> str | None:
+        """Store a memory (said at ``session_id``/``seq``, if given) and mark ``supersedes``
+        replaced by it, in one transaction. An extracted memory is stored only while its
+        message is archived and not forgotten (None otherwise): a forget racing the
+        extraction either runs after this and removes it, or this finds the message gone."""
         memory_id = "mem_" + new_message_id()
         with self._tx() as conn:
+            if kind == "extracted" and conn.execute(
+                    "SELECT 1 FROM messages WHERE session_id=? AND seq=?", (session_id, seq)
+            ).fetchone() is None:
+                return None
             conn.execute("INSERT INTO memories (memory_id, user_id, session_id, content,"
-                         " token_count, created_at) VALUES (?,?,?,?,?,?)",
-                         (memory_id, user_id, session_id, content, token_count, _ts(time.time())))
+                         " token_count, created_at, seq, kind, topic) VALUES (?,?,?,?,?,?,?,?,?)",
+                         (memory_id, user_id, session_id, content, token_count, _ts(time.time()),
+                          seq, kind, topic))
+            if session_id is not None and seq is not None:
+                self._cite(conn, memory_id, session_id, seq)
+            for old in supersedes:
+                conn.execute("UPDATE memories SET superseded_by=? WHERE memory_id=? AND user_id=?"
+                             " AND superseded_by IS NULL", (memory_id, old, user_id))
         return memory_id
 
-    def forget_memory(self, memory_id: str) -> bool:
-        """Delete one persistent memory; False when there was none with that id."""
+    def add_source(self, memory_id: str, session_id: str, seq: int) -> None:
+        """One more message that says ``memory_id`` (forgetting it alone keeps the memory)."""
         with self._tx() as conn:
-            return conn.execute("DELETE FROM memories WHERE memory_id=?", (memory_id,)).rowcount == 1
+            if conn.execute("SELECT 1 FROM memories WHERE memory_id=?", (memory_id,)).fetchone():
+                self._cite(conn, memory_id, session_id, seq)
+
+    @staticmethod
+    def _cite(conn: sqlite3.Connection, memory_id: str, sid: str, seq: int) -> None:
+        """Record the message as a source of the memory; an archived message cites it in
+        ``memory_refs``."""
+        conn.execute("INSERT OR IGNORE INTO memory_sources VALUES (?,?,?)", (memory_id, sid, seq))
+        row = conn.execute("SELECT rowid, memory_refs FROM messages WHERE session_id=? AND seq=?",
+                           (sid, seq)).fetchone()
+        if row is not None and memory_id not in _refs(row[1]):
+            conn.execute("UPDATE messages SET memory_refs=? WHERE rowid=?",
+                         (_json_list([*_refs(row[1]), memory_id]), row[0]))
+
+    def forget_memory(self, memory_id: str) -> bool:
+        """Delete one persistent memory (what it superseded is current again); False when
+        there was none with that id."""
+        with self._tx() as conn:
+            gone = conn.execute("DELETE FROM memories WHERE memory_id=?", (memory_id,)).rowcount
+            conn.execute("DELETE FROM memory_sources WHERE memory_id=?", (memory_id,))
+            conn.execute("UPDATE memories SET superseded_by=NULL WHERE superseded_by=?", (memory_id,))
+            return gone == 1
+
+    def drop_oldest_extracted(self, user_id: str, keep: int) -> int:
+        """Delete the user's oldest current extracted memories beyond ``keep``; how many went."""
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT memory_id FROM memories WHERE user_id=? AND kind='extracted' AND"
+                " superseded_by IS NULL ORDER BY created_at DESC, memory_id DESC LIMIT -1 OFFSET ?",
+                (user_id, keep)).fetchall()
+            for (mid,) in rows:
+                conn.execute("DELETE FROM memories WHERE memory_id=?", (mid,))
+                conn.execute("DELETE FROM memory_sources WHERE memory_id=?", (mid,))
+            return len(rows)
 
     # --- API keys (hermes_redis.keys): only a hash of each key is stored -------------------
     def add_api_key(self, key_id: str, user_id: str | None, key_hash: str) -> None:
@@ -435,9 +525,9 @@ class Archive:
             return cur.rowcount == 1
 
     # --- reads -----------------------------------------------------------------------------
-    def memory(self, memory_id: str) -> dict[str, Any] | None:
+    def memory(self, memory_id: str) -> Memory | None:
         rows = self._read("SELECT * FROM memories WHERE memory_id=?", (memory_id,))
-        return rows[0] if rows else None
+        return _memory(rows[0]) if rows else None
 
     def session(self, sid: str) -> dict[str, Any] | None:
         rows = self._read("SELECT * FROM sessions WHERE session_id=?", (sid,))
@@ -595,9 +685,12 @@ class Archive:
         rows = self._read("SELECT message_id, seq FROM tombstones WHERE session_id=?", (sid,))
         return {r["message_id"]: int(r["seq"] or 0) for r in rows}
 
-    def memories(self, user_id: str) -> list[dict[str, Any]]:
-        return self._read("SELECT * FROM memories WHERE user_id=? ORDER BY created_at, memory_id",
-                          (user_id,))
+    def memories(self, user_id: str, superseded: bool = False) -> list[Memory]:
+        """The user's current memories, oldest first (``superseded``: their history too)."""
+        cond = "" if superseded else " AND superseded_by IS NULL"
+        return [_memory(r) for r in self._read(
+            f"SELECT * FROM memories WHERE user_id=?{cond} ORDER BY created_at, memory_id",
+            (user_id,))]
 
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         match = fts_query(query)
@@ -675,6 +768,13 @@ def _message(row: dict[str, Any]) -> Message:
         memory_refs=_refs(row["memory_refs"]),
         created_at=parse_ts(row["created_at"]),
     )
+
+
+def _memory(row: dict[str, Any]) -> Memory:
+    return Memory(memory_id=row["memory_id"], user_id=row["user_id"], content=row["content"],
+                  created_at=parse_ts(row["created_at"]), session_id=row["session_id"],
+                  seq=row["seq"], kind=row["kind"] or "explicit", topic=row["topic"],
+                  superseded_by=row["superseded_by"])
 
 
 def _with_replies(rows: list[dict[str, Any]],

@@ -34,6 +34,7 @@ from hermes_redis.models import (
     recalled_text,
     summary_text,
 )
+from hermes_redis.models import Memory as MemoryRecord
 from hermes_redis.render import (
     clean,
     clean_block,
@@ -446,28 +447,32 @@ def _memory_user(user_id: str | None) -> str:
     return user_id
 
 
-def _show_memories(rows: list[dict[str, Any]], user: str, as_json: bool, empty: str) -> None:
+def _show_memories(rows: list[MemoryRecord], user: str, as_json: bool, empty: str) -> None:
     if as_json:
-        emit_json([{k: r.get(k) for k in ("memory_id", "user_id", "session_id", "content",
-                                          "created_at")} for r in rows])
+        emit_json([m.as_dict() for m in rows])
         return
     if not rows:
         click.echo(empty)
         return
-    table_rows = [(r["memory_id"], truncate(clean(r["content"]), SNIPPET_CELLS),
-                   (r.get("session_id") or "")[:8], str(r.get("created_at") or "")[:16])
-                  for r in rows]
-    click.echo(table(("MEMORY", "CONTENT", "SESSION", "CREATED"), table_rows))
+    table_rows = [(m.memory_id, truncate(clean(m.content), SNIPPET_CELLS),
+                   m.kind if m.current else f"replaced by {m.superseded_by}",
+                   (m.session_id or "")[:8] + (f" #{m.seq}" if m.seq is not None else ""),
+                   full_stamp(m.created_at)[:16])
+                  for m in rows]
+    click.echo(table(("MEMORY", "CONTENT", "KIND", "SAID IN", "CREATED"), table_rows))
 
 
 @memory.command("list")
 @user_option
+@click.option("--all", "superseded", is_flag=True,
+              help="Also the memories newer ones replaced (their history).")
 @json_option
 @pass_state
-def memory_list(state: State, user_id: str | None, as_json: bool) -> None:
-    """The user's memories, oldest first."""
+def memory_list(state: State, user_id: str | None, superseded: bool, as_json: bool) -> None:
+    """The user's current memories, oldest first."""
     user = _memory_user(user_id)
-    _show_memories(state.mem().memories(user), user, as_json, f"No memories for user {user}.")
+    _show_memories(state.mem().memories(user, superseded=superseded), user, as_json,
+                   f"No memories for user {user}.")
 
 
 @memory.command("add")

@@ -27,7 +27,7 @@ from hermes_redis.errors import (
     StateError,
     ValidationError,
 )
-from hermes_redis.models import Context, Message, SessionInfo, SessionPage, check_session_id
+from hermes_redis.models import Context, Memory, Message, SessionInfo, SessionPage, check_session_id
 
 
 class AuthError(HermesError):
@@ -263,11 +263,13 @@ class HermesClient:
                           json_body={k: v for k, v in body.items() if v is not None})
         return str(data["memory_id"])
 
-    def memories(self, user_id: str | None = None, query: str | None = None) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = self._call("GET", "/v1/memories",
-                                                params={"user_id": user_id, "query": query,
-                                                        "limit": PAGE})["memories"]
-        return rows
+    def memories(self, user_id: str | None = None, query: str | None = None,
+                 superseded: bool = False) -> list[Memory]:
+        rows = self._call("GET", "/v1/memories",
+                          params={"user_id": user_id, "query": query, "limit": PAGE,
+                                  "superseded": "true" if superseded else None})["memories"]
+        fields = set(Memory.__dataclass_fields__)
+        return [Memory(**{k: v for k, v in row.items() if k in fields}) for row in rows]
 
     def forget_memory(self, memory_id: str, user_id: str | None = None) -> None:
         """Delete one memory (``user_id`` is implied by a user key; kept for the same signature)."""

@@ -21,6 +21,7 @@ from hermes_redis.archive import Archive, Forgotten
 from hermes_redis.config import Config
 from hermes_redis.errors import HermesError, NotFoundError, StateError
 from hermes_redis.hot import HotStore
+from hermes_redis.memories import MemoryBook
 from hermes_redis.models import Message, SessionMeta
 from hermes_redis.summarizers import Summarizer
 from hermes_redis.tokens import Tokenizer
@@ -49,9 +50,11 @@ def split_turns(messages: list[Message]) -> list[list[Message]]:
 
 class Maintainer:
     def __init__(self, config: Config, hot: HotStore, cold: Archive,
-                 summarizer: Summarizer, tokenizer: Tokenizer) -> None:
+                 summarizer: Summarizer, tokenizer: Tokenizer,
+                 book: MemoryBook | None = None) -> None:
         self.config, self.hot, self.cold, self.summarizer = config, hot, cold, summarizer
         self.tokenizer = tokenizer
+        self.book = book  # extracts durable facts after each flush; None: extraction is off
 
     @property
     def ttl(self) -> int:
@@ -78,6 +81,8 @@ class Maintainer:
         tool_ids = [m.message_id for m in pending if m.role == "tool"]
         full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
         added = self.cold.write(meta.to_row(sid), pending, full)
+        if added and self.book is not None:
+            self._extract(sid, meta.user_id, pending)  # before the ack: a crash extracts again
         metrics.FLUSHES.inc()
         if added:
             metrics.ARCHIVED.inc(added)
@@ -87,6 +92,15 @@ class Maintainer:
         upto = max(pending[-1].seq if pending else 0, meta.last_seq)
         self.hot.ack_flush(sid, upto, self.ttl, tool_ids)
         return added
+
+    def _extract(self, sid: str, user_id: str, archived: list[Message]) -> None:
+        """Store the facts the user stated in these archived messages; a failure is logged
+        and never holds up the flush (the messages are safe in the archive)."""
+        assert self.book is not None
+        try:
+            metrics.EXTRACTED.inc(len(self.book.extract(user_id, archived)))
+        except HermesError as err:
+            log.warning("session %s: memory extraction skipped: %s", sid, err)
 
     def catch_up(self) -> list[str]:
         """After Redis restarted: every hot session whose seq is behind the archive's (an
@@ -167,9 +181,9 @@ class Maintainer:
         if not doomed:
             return 0
         targets = [Forgotten(m.message_id, m.seq, m.token_count) for m in doomed]
-        self.cold.forget(sid, targets)
+        self.cold.forget(sid, targets)  # and the memories only these messages stated
         self.hot.forget(sid, [(t.message_id, t.seq, t.token_count) for t in targets])
-        self.load(sid)
+        self.hot.memories_changed(self.load(sid).user_id)
         self.scrub(sid, [t.seq for t in targets])  # a summary must not remember it
         return len(targets)
 
@@ -204,6 +218,10 @@ class Maintainer:
             self.flush(sid)
             self.cold.write(meta.to_row(sid), [])
             self.cold.set_status(sid, "deleted")
+        self.cold.forget_session_memories(sid)  # what only this session stated goes with it
+        user = (self.cold.session(sid) or {}).get("user_id")
+        if user:
+            self.hot.memories_changed(user)
         if purge:
             self.cold.purge(sid)
         self.hot.drop(sid)

@@ -50,6 +50,8 @@ class Session:
 @dataclass(frozen=True)
 class Persistent:
     triggers: bool = True  # "记住：…" / "remember that …" in a user message stores a memory
+    auto_extract: bool = True  # workers store the durable facts users state, after each flush
+    max_extracted: int = 500  # per user: past it, the oldest extracted memories are dropped
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,8 @@ def _check(cfg: Config) -> None:
     s, src = cfg.session, cfg.source
     rules: list[tuple[bool, str]] = [
         (s.max_messages >= 1, "memory.session.max_messages must be at least 1"),
+        (cfg.memory.persistent.max_extracted >= 0,
+         "memory.persistent.max_extracted must be 0 or a positive number of memories per user"),
         (s.ttl >= 0, "memory.session.ttl must be 0 (never expire) or a positive number of seconds"),
         (s.compression.keep_recent >= 1, "memory.session.compression.keep_recent must be at least 1"),
         (0 < s.compression.threshold <= 1, "memory.session.compression.threshold must be in (0, 1]"),

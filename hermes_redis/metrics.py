@@ -27,6 +27,8 @@ FLUSH_LAG = Histogram("hermes_flush_lag_seconds",
 COMPACTIONS = Counter("hermes_compactions", "Summaries installed by compaction.")
 JOB_FAILURES = Counter("hermes_job_failures", "Flush jobs that raised (the sweep retries them).")
 RETRIES = Counter("hermes_sweep_requeues", "Sessions the sweep enqueued again (a lost or slow job).")
+EXTRACTED = Counter("hermes_extracted_memories",
+                    "Durable facts extraction stored after a flush (new memories or new sources).")
 RESEATS = Counter("hermes_reseats", "Flushes that met seqs reused by a Redis gone back in time.")
 SUMMARIZER_SECONDS = Histogram("hermes_summarizer_seconds", "Time to fold messages into a summary.",
                                ["summarizer"],

@@ -319,6 +319,35 @@ def parse_ts(value: str | float | datetime.datetime | None) -> float:
     return round(seconds + (int(frac.ljust(6, "0")[:6]) / 1_000_000 if frac else 0.0), 6)
 
 
+MEMORY_KINDS = ("explicit", "trigger", "extracted")
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A persistent memory of one user. ``kind``: ``explicit`` (``remember``, ``/remember``),
+    ``trigger`` (plain words such as "记住：…" in a message) or ``extracted`` (found by a
+    worker after a flush). ``session_id``/``seq`` say where it was said (``seq`` None for an
+    explicit one). ``superseded_by`` names the newer memory on the same topic that replaced
+    it (None: current); superseded memories are history, never put in a context."""
+
+    memory_id: str
+    user_id: str
+    content: str
+    created_at: float
+    session_id: str | None = None
+    seq: int | None = None
+    kind: str = "explicit"
+    topic: str | None = None
+    superseded_by: str | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.superseded_by is None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "current": self.current}
+
+
 class SessionPage(list["SessionInfo"]):
     """A page of a listing: the sessions, and ``next_cursor`` for the next page (None: last)."""
 

@@ -239,8 +239,13 @@ class MemoryOut(BaseModel):
     user_id: str
     session_id: str | None
     content: str
-    token_count: int | None = None
-    created_at: str | None = None
+    created_at: float | None = Field(None, description="Unix seconds")
+    seq: int | None = Field(None, description="the message that said it, for a memory made "
+                                              "from the conversation")
+    kind: str = Field("explicit", description="explicit, trigger or extracted")
+    topic: str | None = None
+    superseded_by: str | None = Field(None, description="the newer memory that replaced it")
+    current: bool = True
 
 
 class MemoriesOut(BaseModel):
@@ -672,21 +677,24 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
         if body.session_id is not None:
             owned(p, body.session_id)
         memory_id = mem.remember(user, body.text, session_id=body.session_id)
-        return JSONResponse({"memory_id": memory_id, "user_id": user,
-                             "session_id": body.session_id, "content": body.text.strip()},
-                            status_code=201)
+        stored = mem.cold.memory(memory_id)
+        assert stored is not None
+        return JSONResponse(stored.as_dict(), status_code=201)
 
     @app.get("/v1/memories", response_model=MemoriesOut, responses=ERROR_RESPONSES,
              tags=["memories"])
     def memories(p: Who, user_id: str | None = None, query: str | None = None,
-                 limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
-        """The user's persistent memories, oldest first; with ``query``, those sharing a
-        distinctive word with it, best first."""
+                 limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+                 superseded: bool = False) -> JSONResponse:
+        """The user's current persistent memories, oldest first (``superseded``: with the
+        ones newer memories replaced); with ``query``, those sharing a distinctive word with
+        it, best first."""
         user = p.user(user_id)
         if user is None:
             raise ValidationError("user_id is required with an admin key: say whose memories")
-        rows = mem.memories(user, query=query if query and query.strip() else None)
-        return JSONResponse({"memories": rows[:limit]})
+        rows = mem.memories(user, query=query if query and query.strip() else None,
+                            superseded=superseded)
+        return JSONResponse({"memories": [m.as_dict() for m in rows[:limit]]})
 
     @app.delete("/v1/memories/{memory_id}", status_code=204, responses=ERROR_RESPONSES,
                 tags=["memories"])

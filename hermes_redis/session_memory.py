@@ -30,9 +30,11 @@ from hermes_redis.errors import (
 )
 from hermes_redis.history import SessionHistory
 from hermes_redis.hot import HotStore
+from hermes_redis.memories import MemoryBook
 from hermes_redis.models import (
     STATUSES,
     Context,
+    Memory,
     Message,
     SessionInfo,
     SessionMeta,
@@ -68,8 +70,10 @@ class SessionMemory:
         self.offline_summarizer = ExtractiveSummarizer(self.tokenizer)
         self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
         self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
+        persistent = self.config.memory.persistent
+        self.book = MemoryBook(self.cold, self.hot, self.tokenizer, persistent.max_extracted)
         self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
-                                     self.tokenizer)
+                                     self.tokenizer, self.book if persistent.auto_extract else None)
         if self.hot.restarted():
             self.maintainer.catch_up()
         self.pressure = MemoryPressure(self.hot, self.config.redis.memory_warn,
@@ -170,6 +174,8 @@ class SessionMemory:
             for memory_id in made:  # the message was not stored: neither is what it asked
                 self.forget_memory(memory_id)
             raise
+        for i in facts:  # the trigger's memory is the last it cites; forgetting it forgets that
+            self.cold.add_source(msgs[i].memory_refs[-1], sid, seqs[i])
         if enqueue:
             self._dispatch(sid)
         self.pressure.appended(len(msgs))
@@ -192,8 +198,11 @@ class SessionMemory:
         made: list[str] = []
         out = list(msgs)
         for i, fact in facts.items():
-            memory_id = self.remember(user, fact, session_id=sid)
-            made.append(memory_id)
+            text = check_content(fact, self.config.limits.max_content_bytes).strip()
+            memory_id, new = self.book.add(user, text, sid, kind="trigger")
+            assert memory_id is not None  # only an extracted memory can be refused
+            if new:
+                made.append(memory_id)
             out[i] = replace(out[i], memory_refs=(*out[i].memory_refs, memory_id))
         return out, made
 
@@ -349,7 +358,7 @@ class SessionMemory:
                 cached, gen = self.hot.cached_memories(user)
                 if cached is not None:
                     return cached
-            memories = [m["content"] for m in self.cold.memories(user)]
+            memories = [m.content for m in self.cold.memories(user)]
         except BackendUnavailableError as err:  # the hot tier alone still gives a context
             log.warning("%s; context built without persistent memories", err)
             return []
@@ -566,35 +575,39 @@ class SessionMemory:
 
     def remember(self, user_id: str, text: str, session_id: str | None = None) -> str:
         """Store a persistent memory of ``user_id`` (committed to the archive before this
-        returns); every session of the user sees it in its next context. Returns its id."""
+        returns); every session of the user sees it in its next context. Returns its id: a
+        near-duplicate of a current memory returns that one, and a memory on the same topic
+        as a current one ("we use MySQL", then "no MySQL, PostgreSQL") supersedes it."""
         user_id = _check_user(user_id)
         text = check_content(text, self.config.limits.max_content_bytes)
         if session_id is not None:
             check_session_id(session_id)
-        memory_id = self.cold.remember(user_id, text.strip(), self.tokenizer.count(text),
-                                       session_id)
-        self.hot.memories_changed(user_id)  # after the commit: the next read loads it
+        memory_id, _ = self.book.add(user_id, text.strip(), session_id)
+        assert memory_id is not None  # only an extracted memory can be refused
         return memory_id
 
-    def memories(self, user_id: str, query: str | None = None) -> list[dict[str, Any]]:
-        """The user's persistent memories, oldest first; with ``query``, only those sharing a
-        distinctive word with it (the recall's terms: stems, CJK pairs), best match first."""
-        rows = self.cold.memories(_check_user(user_id))
+    def memories(self, user_id: str, query: str | None = None,
+                 superseded: bool = False) -> list[Memory]:
+        """The user's current persistent memories, oldest first (``superseded``: with the
+        ones newer memories replaced); with ``query``, only those sharing a distinctive word
+        with it (the recall's terms: stems, CJK pairs), best match first."""
+        rows = self.cold.memories(_check_user(user_id), superseded=superseded)
         if query is None:
             return rows
         check_text(query, "query", len(query))
-        return relevant(rows, query, key=lambda r: str(r["content"]))
+        return relevant(rows, query, key=lambda m: m.content)
 
     def forget_memory(self, memory_id: str, user_id: str | None = None) -> None:
         """Delete one persistent memory (of ``user_id`` when given: another user's memory
-        answers NotFoundError like a missing one); the user's cached memories are dropped."""
+        answers NotFoundError like a missing one); what it superseded is current again, and
+        the user's cached memories are dropped."""
         if not isinstance(memory_id, str) or not memory_id or len(memory_id) > 128:
             raise ValidationError("memory_id must be 1-128 characters: the id remember() returned")
-        row = self.cold.memory(memory_id)
-        if row is None or (user_id is not None and row["user_id"] != user_id):
+        found = self.cold.memory(memory_id)
+        if found is None or (user_id is not None and found.user_id != user_id):
             raise NotFoundError(f"no memory {memory_id[:80]}; list the user's memories for its id")
         self.cold.forget_memory(memory_id)
-        self.hot.memories_changed(row["user_id"])  # after the commit: the next read reloads
+        self.hot.memories_changed(found.user_id)  # after the commit: the next read reloads
 
 
 def _check_user(user_id: object) -> str:

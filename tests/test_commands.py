@@ -88,7 +88,7 @@ def test_remember_stores_for_the_sessions_user(mem: SessionMemory) -> None:
     reply = handle(mem, sid, "/remember 喜欢简短的回答")
     assert reply == "Remembered for bob: 喜欢简短的回答"
     [entry] = mem.memories("bob")
-    assert entry["content"] == "喜欢简短的回答" and entry["session_id"] == sid
+    assert entry.content == "喜欢简短的回答" and entry.session_id == sid
     other = mem.create_session(user_id="bob")
     assert mem.context(other).memories == ("喜欢简短的回答",)
 

@@ -98,9 +98,9 @@ def test_the_client_changes_what_the_library_sees(remote: HermesClient, local: S
     remote.clear(sid)
     assert local.context(sid, touch=False).messages == ()
     memory_id = remote.remember(None, "prefers PostgreSQL", session_id=sid)
-    assert [m["memory_id"] for m in remote.memories()] == [m["memory_id"] for m in local.memories("alice")]
+    assert [m.memory_id for m in remote.memories()] == [m.memory_id for m in local.memories("alice")]
     remote.forget_memory(memory_id)
-    assert local.memories("alice") == [] or all(m["memory_id"] != memory_id
+    assert local.memories("alice") == [] or all(m.memory_id != memory_id
                                                 for m in local.memories("alice"))
     remote.delete(sid)
     assert local.info(sid).status == "deleted"

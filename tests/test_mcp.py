@@ -135,7 +135,7 @@ def test_stdio_tools_act_on_the_library_state(cfg: Path, cmem: SessionMemory) ->
 
         memory = ok(await client.call_tool("remember", {"text": "项目用 PostgreSQL", "session_id": sid}))
         assert memory["user_id"] == "alice"
-        assert [m["content"] for m in cmem.memories("alice")] == ["项目用 PostgreSQL"]
+        assert [m.content for m in cmem.memories("alice")] == ["项目用 PostgreSQL"]
 
         result = await client.call_tool("context", {"session_id": sid, "query": ""})
         got = ok(result)

@@ -43,10 +43,10 @@ def test_append_records_the_memory_and_cites_it(mem):
     sid = mem.create_session(user_id="ann")
     m = mem.append(sid, "user", "记住：我们这个项目用 PostgreSQL，不用 MySQL")
     (memory,) = mem.memories("ann")
-    assert memory["content"] == "我们这个项目用 PostgreSQL，不用 MySQL"
-    assert memory["session_id"] == sid
-    assert m.memory_refs == (memory["memory_id"],)  # the agent can answer 已记录
-    assert mem.messages(sid)[-1].memory_refs == (memory["memory_id"],)
+    assert memory.content == "我们这个项目用 PostgreSQL，不用 MySQL"
+    assert memory.session_id == sid
+    assert m.memory_refs == (memory.memory_id,)  # the agent can answer 已记录
+    assert mem.messages(sid)[-1].memory_refs == (memory.memory_id,)
     other = mem.create_session(user_id="ann")
     assert "PostgreSQL" in "".join(mem.context(other).memories)  # a new session knows it
     assert mem.memories("bob") == []  # never another user's
@@ -88,7 +88,7 @@ def test_memories_by_query_and_in_a_small_context(mem):
     for text in ["prefers tabs over spaces", "项目用 PostgreSQL，不用 MySQL",
                  "deploys on Fridays", *[f"likes colour number {i}" for i in range(40)]]:
         mem.remember("ann", text)
-    assert [m["content"] for m in mem.memories("ann", query="which database, PostgreSQL?")] == [
+    assert [m.content for m in mem.memories("ann", query="which database, PostgreSQL?")] == [
         "项目用 PostgreSQL，不用 MySQL"]
     assert mem.memories("ann", query="zebra") == []
     sid = mem.create_session(user_id="ann")
