@@ -19,8 +19,8 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality", "peers",
-            "http")
+SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality",
+            "memories", "peers", "http")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         flush,
         http,
         listing,
+        memories,
         memory_use,
         peer_compare,
         quality,
@@ -121,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = compression.run(workdir, args.quick)
             elif name == "quality":
                 sec = quality.run(workdir, args.quick)
+            elif name == "memories":
+                sec = memories.run(workdir, args.quick)
             elif name == "http":
                 sec = http.run(server, workdir, args.quick)
             else:

@@ -40,7 +40,7 @@ _TERM = {term: cat for cat, terms in CATEGORIES.items() for term in terms}
 _TERM_RE = re.compile(r"(?<![\w.+#])(" + "|".join(
     re.escape(t) for t in sorted(_TERM, key=len, reverse=True)) + r")(?![\w+#])", re.I)
 
-_SENTENCE = re.compile(r"[^.!?。！？\n]+[.!?。！？]*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")  # "3.12" and "a/b.toml" stay whole
 _QUESTION = re.compile(
     r"[?？]\s*$|吗\s*$|^\s*(?:do|does|did|can|could|would|will|should|is|are|was|were|have|has"
     r"|what|which|who|where|when|why|how)\b", re.I)
@@ -52,7 +52,7 @@ _NOT_A_STATEMENT = re.compile(
 _EN = [re.compile(p, re.I) for p in (
     # preferences
     r"\bI (?:really |much |strongly |always |usually )?(?:prefer|like|love|hate|dislike|"
-    r"enjoy|can't stand|don't like|do not like|want)\b",
+    r"enjoy|can't stand|don't like|do not like)\b(?! (?:that|it|this|these|those|how|when|your|you)\b)",
     r"\bI(?:'d| would) rather\b",
     r"\b(?:please )?(?:always|never) (?:use|write|add|put|run|call|name|format|answer|reply)\b",
     # decisions
@@ -77,7 +77,7 @@ _ADDITIVE = re.compile(r"\b(?:also|too|as well|both|alongside|in addition)\b|也
 _SUBJECT = re.compile(r"\b(?:my|our) ((?:[a-z][\w-]* ){0,3}?[a-z][\w-]*) (?:is|are)\b", re.I)
 _NAME = re.compile(r"\bmy name is\b|\bcall me\b|\bI(?:'m| am) called\b|我叫|我的名字是", re.I)
 _NEGATED = re.compile(r"\b(?:no|not|never|instead of|rather than|don't use|stop using|"
-                      r"away from|replace|replacing)\s+(?:using\s+)?$"
+                      r"away from|off|from|replace|replacing)\s+(?:using\s+)?$"
                       r"|(?:不用|不要|别用|不再用|弃用|而不是|替换)\s*$", re.I)
 
 
@@ -91,9 +91,9 @@ class Fact:
 
 
 def sentences(text: str) -> Iterable[str]:
-    for match in _SENTENCE.finditer(text):
-        sentence = " ".join(match.group().split())
-        if len(sentence) >= 6:
+    for part in _SENTENCE_END.split(text):
+        sentence = " ".join(part.split())
+        if len(sentence) >= 4:
             yield sentence
 
 
