@@ -6,14 +6,15 @@ import pytest
 
 from hermes_redis import SessionMemory
 from hermes_redis.commands import handle
+from tests import helpers
+
+
+def questions(i: int) -> tuple[str, str]:
+    return f"问题 {i}: 数据库用 MySQL 还是 PostgreSQL？", f"answer {i}: PostgreSQL"
 
 
 def chat(mem: SessionMemory, turns: int = 3, user: str = "alice") -> str:
-    sid = mem.create_session(user_id=user)
-    for i in range(turns):
-        mem.append(sid, "user", f"问题 {i}: 数据库用 MySQL 还是 PostgreSQL？")
-        mem.append(sid, "assistant", f"answer {i}: PostgreSQL")
-    return sid
+    return helpers.chat(mem, user, turns=turns, say=questions)
 
 
 @pytest.mark.parametrize("text", ["hello", "", "   ", "what is /clear?", "/usr/bin/env python",

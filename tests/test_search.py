@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from hermes_redis import SessionMemory
 from hermes_redis.cli import cli
 from hermes_redis.errors import ValidationError
-from tests.test_cli import write_config
+from tests.helpers import isolated_config
 
 
 def fill(mem: SessionMemory, user: str = "alice") -> str:
@@ -81,7 +81,7 @@ def test_user_filter_deleted_and_forgotten(mem: SessionMemory) -> None:
 
 
 def test_cli_search_table_and_json(tmp_path: Path, redis_url: str) -> None:
-    path = write_config(tmp_path, redis_url)
+    path = isolated_config(tmp_path, redis_url)
     with SessionMemory.from_config(path) as mem:
         sid = fill(mem)
         mem.flush(sid)

@@ -1,6 +1,5 @@
 """The cold tier and the workers: flush, compaction, TTL and resume (invariants 2, 3, 5, 6)."""
 
-import sqlite3
 import subprocess
 import sys
 import time
@@ -9,35 +8,27 @@ import pytest
 from rq import Queue
 
 from hermes_redis import SessionMemory
+from tests.helpers import archive_rows, converse
 from workers.worker import run
 
 FACTS = ["access token 30 min", "refresh token 7 d", "bcrypt + salt", "PostgreSQL 16"]
 
 
-def converse(mem, sid, turns):
-    for i in range(turns):
-        if i < len(FACTS):
-            mem.append(sid, "user", f"Turn {i}: shall we decide on {FACTS[i]}?")
-            mem.append(sid, "assistant", f"We decided to use {FACTS[i]} for the auth service.")
-        else:
-            mem.append(sid, "user", f"thanks, that looks good ({i})")
-            mem.append(sid, "assistant", "you're welcome, happy to help")
-
-
-def archive_rows(mem, sid):
-    db = sqlite3.connect(mem.config.archive_path)
-    rows = db.execute("SELECT message_id, seq FROM messages WHERE session_id=?", (sid,)).fetchall()
-    db.close()
-    return rows
+def decisions(i: int) -> tuple[str, str]:
+    """The first exchanges settle FACTS (the summaries must keep them), then small talk."""
+    if i < len(FACTS):
+        return (f"Turn {i}: shall we decide on {FACTS[i]}?",
+                f"We decided to use {FACTS[i]} for the auth service.")
+    return f"thanks, that looks good ({i})", "you're welcome, happy to help"
 
 
 def test_200_turns_burst_worker_done_criterion(config_factory):
     mem = SessionMemory(config_factory("redis"))
     sid = mem.create_session(user_id="alice")
-    converse(mem, sid, 200)
+    converse(mem, sid, 200, decisions)
     assert len(Queue(mem.config.redis.queue, connection=mem.hot.client)) == 1  # deduplicated
     run(mem, burst=True)
-    rows = archive_rows(mem, sid)
+    rows = archive_rows(mem.config, sid)
     assert len(rows) == 400 and len({r[0] for r in rows}) == 400
     assert sorted(r[1] for r in rows) == list(range(1, 401))
     info = mem.info(sid)
@@ -64,7 +55,7 @@ def test_compaction_strategies(config_factory, strategy):
     mem = SessionMemory(config_factory("memory", max_messages=12,
                                        compression={"strategy": strategy, "keep_recent": 3}))
     sid = mem.create_session()
-    converse(mem, sid, 30)
+    converse(mem, sid, 30, decisions)
     info = mem.info(sid)
     assert len(mem.context(sid).messages) == 60  # the whole session fits the default budget
     assert len(mem.cold.messages(sid)) == 60  # nothing leaves the archive
@@ -87,7 +78,7 @@ def test_compaction_strategies(config_factory, strategy):
 def test_compaction_never_trims_unarchived(config_factory):
     mem = SessionMemory(config_factory("redis", max_messages=4))
     sid = mem.create_session()
-    converse(mem, sid, 10)  # no worker: nothing archived yet
+    converse(mem, sid, 10, decisions)  # no worker: nothing archived yet
     assert mem.maintainer.needs_compaction(sid)
     mem.hot.compact(sid, None, "premature", None)  # even a forced summary cannot trim
     assert mem.hot.length(sid) == 20
@@ -98,14 +89,14 @@ def test_compaction_never_trims_unarchived(config_factory):
 def test_flush_is_idempotent_after_a_partial_write(config_factory):
     mem = SessionMemory(config_factory("redis"))
     sid = mem.create_session()
-    converse(mem, sid, 20)
+    converse(mem, sid, 20, decisions)
     half = mem.hot.messages(sid)[:17]
     from hermes_redis.compaction import session_row
 
     mem.cold.write(session_row(sid, mem.hot.meta(sid)), half)  # crash before the ack
     assert mem.flush(sid) == 23
     assert mem.flush(sid) == 0
-    rows = archive_rows(mem, sid)
+    rows = archive_rows(mem.config, sid)
     assert len(rows) == 40 and len({r[1] for r in rows}) == 40
     assert mem.cold.session(sid)["message_count"] == 40
 
@@ -141,7 +132,7 @@ def test_ttl_memory_backend(config_factory):
 def test_sweep_recovers_a_lost_job(config_factory):
     mem = SessionMemory(config_factory("redis"))
     sid = mem.create_session()
-    converse(mem, sid, 3)
+    converse(mem, sid, 3, decisions)
     Queue(mem.config.redis.queue, connection=mem.hot.client).empty()  # the job is lost
     assert mem.sweep(grace=0) == [sid]
     run(mem, burst=True)
@@ -163,7 +154,7 @@ def test_background_worker_process_flushes(config_factory, tmp_path):
     try:
         mem = SessionMemory(cfg)
         sid = mem.create_session()
-        converse(mem, sid, 5)
+        converse(mem, sid, 5, decisions)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and mem.info(sid).backlog:
             time.sleep(0.05)

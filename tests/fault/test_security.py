@@ -15,7 +15,8 @@ from click.testing import CliRunner
 from hermes_redis import Config, SessionMemory
 from hermes_redis.cli import cli
 from hermes_redis.errors import BackendUnavailableError, ConfigError
-from tests.fault.conftest import SecureRedis, archive_rows, burst, figures, make_tls_dir, write_config
+from tests.fault.conftest import SecureRedis, burst, figures, make_tls_dir
+from tests.helpers import archive_rows, write_config
 
 SECRET = "pw-Zq8s3cret"
 API_KEY = "sk-live-DO-NOT-PRINT-42"
