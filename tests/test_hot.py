@@ -133,6 +133,21 @@ class HotStoreTests:
         assert seqs(store, sid) == [1, 2, 3]
         assert store.meta(sid)["message_count"] == "3"  # type: ignore[index]
 
+    # --- full texts of capped tool results -----------------------------------------------------
+    def test_full_texts_are_kept_per_session_until_archived(self, store: HotStore) -> None:
+        a, b = self.session(store), self.session(store)
+        ma, mb = msg(a, "capped a", role="tool"), msg(b, "capped b", role="tool")
+        store.append([ma], T0 + 1, "", {ma.message_id: "the whole of a"})
+        store.append([mb], T0 + 1, "", {mb.message_id: "the whole of b"})
+        both = [ma.message_id, mb.message_id]
+        assert store.full_texts(a, both) == {ma.message_id: "the whole of a"}
+        assert store.full_texts(b, both) == {mb.message_id: "the whole of b"}
+        assert store.full_texts(a, []) == {}
+        store.ack_flush(a, 1, 0, [ma.message_id])
+        assert store.full_texts(a, both) == {}
+        store.drop(b)
+        assert store.full_texts(b, both) == {}
+
     # --- reading: page, length, messages, tail, read -------------------------------------------
     def test_page_counts_back_from_the_newest(self, store: HotStore) -> None:
         sid = self.session(store)
