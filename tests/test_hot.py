@@ -357,9 +357,12 @@ class HotStoreTests:
         store.cache_memories(user, 1, ["prefers tabs", "answers in English"])
         assert store.cached_memories(user) == (["prefers tabs", "answers in English"], 1)
 
-    def test_ping_and_close_are_safe(self, store: HotStore) -> None:
+    def test_ping_and_the_capabilities_callers_ask_for(self, store: HotStore) -> None:
         store.ping()
         assert store.restarted() in (True, False)
+        assert store.needs_worker == (store.queue_connection() is not None)
+        use = store.memory_use()
+        assert use is None or (use[0] > 0 and use[1] >= 0)
 
 
 class TestMemoryHot(HotStoreTests):
