@@ -45,11 +45,19 @@ def test_words_and_cjk_substrings_match(mem: SessionMemory, query: str, seqs: li
     assert sorted(h.seq for h in mem.search(query)) == seqs
 
 
-@pytest.mark.parametrize("query", ['"', "AND", "OR x", "NEAR(", "*", "(", "a:b", "-", "？"])
-def test_fts_syntax_in_queries_is_plain_text(mem: SessionMemory, query: str) -> None:
+@pytest.mark.parametrize("query, seqs", [
+    ('"', []), ("AND", []), ("OR x", []), ("NEAR(", []), ("*", []), ("(", []), ("a:b", []),
+    ("-", []), ("？", []), ("JWT AND", []),  # AND is a word to find, not an operator
+    ('"refresh', [2]), ("(FastAPI)", [1]), ("认证*", [1]), ("access-token", [2]),
+    ("refresh:token", [2]), ("NEAR(jwt", []), ("token OR", []),
+])
+def test_fts_syntax_in_queries_is_plain_text(mem: SessionMemory, query: str,
+                                             seqs: list[int]) -> None:
+    """Quotes, operators and brackets are punctuation in the user's words: never an FTS
+    error, never an operator; the words around them are matched as written."""
     sid = fill(mem)
     mem.flush(sid)
-    assert isinstance(mem.search(query), list)
+    assert sorted(h.seq for h in mem.search(query)) == seqs
 
 
 def test_hits_are_ranked_and_limited(mem: SessionMemory) -> None:
@@ -76,7 +84,7 @@ def test_user_filter_deleted_and_forgotten(mem: SessionMemory) -> None:
     assert {h.session_id for h in mem.search("认证")} == {a}
     mem.forget_keyword(a, "认证")
     assert mem.search("认证") == []
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match=r"^search query is empty: give at least one word$"):
         mem.search("   ")
 
 
