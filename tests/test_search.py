@@ -60,6 +60,22 @@ def test_fts_syntax_in_queries_is_plain_text(mem: SessionMemory, query: str,
     assert sorted(h.seq for h in mem.search(query)) == seqs
 
 
+@pytest.mark.parametrize("query, seqs", [
+    ("jwt -", [2]), ("认证 ？", [1]), ("token ...", [2]), ("refresh —", [2]), ("-", []),
+    ("! ?", []),
+])
+def test_a_word_without_letters_is_ignored_in_both_tiers(rmem: SessionMemory, query: str,
+                                                         seqs: list[int]) -> None:
+    """A punctuation-only word has nothing to match: the hot scan and the archive both skip
+    it (the archive found nothing for "jwt -", and the hot scan matched every message for
+    "-"), so a hit does not change when its message is archived."""
+    sid = fill(rmem)
+    hot = sorted(h.seq for h in rmem.search(query))
+    rmem.flush(sid)
+    assert hot == seqs
+    assert sorted(h.seq for h in rmem.search(query)) == seqs
+
+
 def test_hits_are_ranked_and_limited(mem: SessionMemory) -> None:
     sid = mem.create_session(user_id="alice")
     mem.append(sid, "user", "deploy notes: " + "unrelated words here " * 30 + "redis once")
