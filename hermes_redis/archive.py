@@ -85,7 +85,7 @@ def fts_query(query: str) -> str:
     phrases = []
     for word in query.split():
         parts = [p.replace('"', '""') for p in fts_text(word).split()]
-        if parts:
+        if parts and _TOKENS.search(word):  # a word of punctuation only has nothing to match
             phrases.append('"' + " ".join(parts) + '"*')
     return " AND ".join(phrases)
 
@@ -96,9 +96,11 @@ def fts_matches(query: str, text: str) -> bool:
     runs of letters and digits, each CJK character on its own). The hot tier's search uses
     it, so a message gives the same hits before and after it is archived."""
     tokens = _TOKENS.findall(fts_text(text).lower())
-    for word in query.split():
-        want = _TOKENS.findall(fts_text(word).lower())
-        if want and not any(
+    wants = [w for w in (_TOKENS.findall(fts_text(word).lower()) for word in query.split()) if w]
+    if not wants:
+        return False  # fts_query(query) is empty: the archive finds nothing either
+    for want in wants:
+        if not any(
                 tokens[i:i + len(want) - 1] == want[:-1]
                 and tokens[i + len(want) - 1].startswith(want[-1])
                 for i in range(len(tokens) - len(want) + 1)):

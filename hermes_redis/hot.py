@@ -248,7 +248,7 @@ class MemoryHot(HotStore):
         self._expires: dict[str, float] = {}
         self._index: dict[str, float] = {}
         self._dirty: dict[str, float] = {}
-        self._full: dict[str, str] = {}
+        self._full: dict[tuple[str, str], str] = {}  # (session_id, message_id) -> text
         self._memories: dict[str, list[str]] = {}
         self._memories_gen: dict[str, int] = {}
 
@@ -318,7 +318,7 @@ class MemoryHot(HotStore):
                 meta["title"] = title
             for message_id, text in (full_texts or {}).items():
                 if text:
-                    self._full[message_id] = text
+                    self._full[(sid, message_id)] = text
             self._index[sid] = now
             self._dirty.setdefault(sid, now)
             self._expires.pop(sid, None)
@@ -345,7 +345,7 @@ class MemoryHot(HotStore):
 
     def full_texts(self, sid: str, message_ids: list[str]) -> dict[str, str]:
         with self._lock:
-            return {m: self._full[m] for m in message_ids if m in self._full}
+            return {m: self._full[(sid, m)] for m in message_ids if (sid, m) in self._full}
 
     def ack_flush(self, sid: str, upto_seq: int, ttl: int, archived_ids: list[str]) -> int:
         with self._lock:
@@ -353,7 +353,7 @@ class MemoryHot(HotStore):
             if meta is None:
                 return -1
             for mid in archived_ids:
-                self._full.pop(mid, None)
+                self._full.pop((sid, mid), None)
             flushed = max(int(meta["flushed_seq"]), upto_seq)
             meta["flushed_seq"] = str(flushed)
             bound = min(flushed, int(meta["summary_seq"]))  # summarized and archived: trim
@@ -440,7 +440,7 @@ class MemoryHot(HotStore):
     def drop(self, sid: str) -> None:
         with self._lock:
             for m in self._lists.get(sid, []):
-                self._full.pop(m.message_id, None)
+                self._full.pop((sid, m.message_id), None)
             for table in (self._meta, self._lists, self._expires, self._index, self._dirty):
                 table.pop(sid, None)
 

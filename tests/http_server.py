@@ -12,14 +12,14 @@ import uuid
 from pathlib import Path
 
 import httpx
-import yaml
 
+from tests.helpers import write_config
 from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def write_config(directory: Path, redis_url: str, **extra: dict[str, object]) -> Path:
+def serve_config(directory: Path, redis_url: str, **extra: dict[str, object]) -> Path:
     """A config.yml isolated to one server: its own key prefix, queue and archive file."""
     tag = uuid.uuid4().hex[:10]
     data: dict[str, object] = {
@@ -28,9 +28,7 @@ def write_config(directory: Path, redis_url: str, **extra: dict[str, object]) ->
     }
     for section, values in extra.items():
         data[section] = {**data.get(section, {}), **values}  # type: ignore[dict-item]
-    path = directory / "config.yml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_config(data, directory / "config.yml")
 
 
 def cli(config: Path, *args: str, check: bool = True, env: dict[str, str] | None = None,

@@ -8,43 +8,25 @@ import os
 import re
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from click.testing import CliRunner, Result
 
 from hermes_redis import SessionMemory
 from hermes_redis.cli import cli
-from hermes_redis.render import short_ids, table, tokens_k, truncate, usage_line, width
+from hermes_redis.render import width
+from tests.helpers import chat, isolated_config
 from tests.redis_server import free_port
 
 Run = Callable[..., Result]
 
 
-def write_config(tmp_path: Path, redis_url: str, backend: str = "redis",
-                 **sections: dict[str, Any]) -> Path:
-    """A YAML config isolated to one test: own key prefix, queue, archive and data dir."""
-    tag = uuid.uuid4().hex[:10]
-    data: dict[str, Any] = {
-        "memory": {"session": {"backend": backend}},
-        "redis": {"url": redis_url, "key_prefix": f"t{tag}", "queue": f"q{tag}",
-                  "socket_timeout": 2, "retries": 0},
-        "archive": {"data_dir": str(tmp_path / "data"), "path": str(tmp_path / "memory.db")},
-    }
-    for name, values in sections.items():
-        data.setdefault(name, {}).update(values)
-    path = tmp_path / f"config-{tag}.yml"
-    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
-    return path
-
-
 @pytest.fixture
 def cfg(tmp_path: Path, redis_url: str) -> Path:
-    return write_config(tmp_path, redis_url)
+    return isolated_config(tmp_path, redis_url)
 
 
 @pytest.fixture
@@ -80,41 +62,9 @@ def one_error_line(stderr: str) -> str:
     return lines[0]
 
 
-def chat(mem: SessionMemory, user: str = "alice", title_text: str = "帮我写一个 FastAPI 的用户认证接口",
-         turns: int = 2) -> str:
-    sid = mem.create_session(user_id=user)
-    mem.append(sid, "user", title_text)
-    mem.append(sid, "assistant", "好的，用 JWT：access token 加 refresh token。")
-    for i in range(1, turns):
-        mem.append(sid, "user", f"数据库用 MySQL 还是 PostgreSQL？ (question {i})")
-        mem.append(sid, "assistant", f"PostgreSQL. (answer {i})")
-    return sid
-
-
-# --- rendering ---------------------------------------------------------------------------------
-def test_token_counts_read_like_the_design() -> None:
-    assert usage_line(178_000, 200_000) == "178K / 200K (89%)"
-    assert tokens_k(999) == "999" and tokens_k(1499) == "1K" and tokens_k(177_600) == "178K"
-    assert usage_line(48, 200_000) == "48 / 200K (<1%)"
-
-
-def test_cjk_text_is_measured_in_cells() -> None:
-    assert width("认证") == 4 and width("ab") == 2 and width("e\u0301") == 1
-    assert truncate("帮我写一个接口", 7) == "帮我写…" and width(truncate("帮我写一个接口", 7)) <= 7
-    out = table(("TITLE", "N"), [("用户认证接口", 1), ("login", 22)], right=(1,))
-    rows = out.splitlines()
-    assert len({width(r) for r in rows}) == 1  # every row ends in the same column
-
-
-def test_short_ids_grow_until_unique() -> None:
-    ids = ["aaaaaaaa1", "aaaaaaaa2", "bbbbbbbbbbbb"]
-    assert short_ids(ids, ids) == {"aaaaaaaa1": "aaaaaaaa1", "aaaaaaaa2": "aaaaaaaa2",
-                                   "bbbbbbbbbbbb": "bbbbbbbb"}
-
-
 # --- help and errors ---------------------------------------------------------------------------
 def test_help_needs_no_redis(tmp_path: Path) -> None:
-    dead = write_config(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
+    dead = isolated_config(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
     for args in ([], ["session"], ["session", "forget"], ["info"], ["search"], ["worker"]):
         result = CliRunner().invoke(cli, ["--config", str(dead), *args, "--help"])
         assert result.exit_code == 0, result.output
@@ -122,7 +72,7 @@ def test_help_needs_no_redis(tmp_path: Path) -> None:
 
 
 def test_unreachable_redis_is_one_line(tmp_path: Path) -> None:
-    dead = write_config(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
+    dead = isolated_config(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
     result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"])
     assert result.exit_code == 5
     assert "cannot reach Redis" in one_error_line(result.stderr)
@@ -273,7 +223,7 @@ def test_info_json_is_complete(run: Run, cmem: SessionMemory) -> None:
 
 
 def test_info_warns_past_80_percent(tmp_path: Path, redis_url: str) -> None:
-    path = write_config(tmp_path, redis_url, model={"context_window": 1000, "reply_reserve": 0})
+    path = isolated_config(tmp_path, redis_url, model={"context_window": 1000, "reply_reserve": 0})
     with SessionMemory.from_config(path) as mem:
         sid = mem.create_session(user_id="alice")
         for i in range(6):
@@ -291,7 +241,7 @@ def test_info_warns_past_80_percent(tmp_path: Path, redis_url: str) -> None:
 
 
 def test_info_shows_summary_coverage_and_ttl_never(tmp_path: Path, redis_url: str) -> None:
-    path = write_config(tmp_path, redis_url, memory={"session": {
+    path = isolated_config(tmp_path, redis_url, memory={"session": {
         "backend": "redis", "ttl": 0, "compression": {"keep_recent": 2}}})
     with SessionMemory.from_config(path) as mem:
         sid = mem.create_session(user_id="alice")
@@ -412,7 +362,7 @@ def test_archive_restore_delete_and_purge(run: Run, cmem: SessionMemory) -> None
 
 
 def test_compact_command(tmp_path: Path, redis_url: str) -> None:
-    path = write_config(tmp_path, redis_url,
+    path = isolated_config(tmp_path, redis_url,
                         memory={"session": {"backend": "redis", "compression": {"keep_recent": 1}}})
     with SessionMemory.from_config(path) as mem:
         sid = chat(mem, turns=3)
@@ -453,7 +403,7 @@ def test_worker_burst_archives_the_backlog(run: Run, cmem: SessionMemory) -> Non
 
 
 def test_worker_refuses_the_memory_backend(tmp_path: Path, redis_url: str) -> None:
-    path = write_config(tmp_path, redis_url, backend="memory")
+    path = isolated_config(tmp_path, redis_url, backend="memory")
     result = CliRunner().invoke(cli, ["--config", str(path), "worker", "--burst"])
     assert result.exit_code == 2
     assert "needs memory.session.backend: redis" in one_error_line(result.stderr)
@@ -466,7 +416,7 @@ def test_server_stop_when_not_running(run: Run, cfg: Path) -> None:
 
 
 def test_memory_backend_cli_reads_the_archive(tmp_path: Path, redis_url: str) -> None:
-    path = write_config(tmp_path, redis_url, backend="memory")
+    path = isolated_config(tmp_path, redis_url, backend="memory")
     with SessionMemory.from_config(path) as mem:
         sid = chat(mem)  # the memory backend archives inline
     data = json.loads(CliRunner().invoke(cli, ["--config", str(path), "info", sid[:8],
@@ -494,7 +444,7 @@ def test_subprocess_reads_and_scripts_with_json(cfg: Path, cmem: SessionMemory,
 def test_subprocess_errors_are_one_line_without_traceback(cfg: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yml"
     bad.write_text("model:\n  context_window: [1]\n")
-    dead = write_config(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
+    dead = isolated_config(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
     cases = [
         (["info", "nosuchsession"], cfg, 3, "no session matches"),
         (["session", "list"], bad, 2, "model.context_window must be int"),

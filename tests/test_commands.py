@@ -6,14 +6,15 @@ import pytest
 
 from hermes_redis import SessionMemory
 from hermes_redis.commands import handle
+from tests import helpers
+
+
+def questions(i: int) -> tuple[str, str]:
+    return f"问题 {i}: 数据库用 MySQL 还是 PostgreSQL？", f"answer {i}: PostgreSQL"
 
 
 def chat(mem: SessionMemory, turns: int = 3, user: str = "alice") -> str:
-    sid = mem.create_session(user_id=user)
-    for i in range(turns):
-        mem.append(sid, "user", f"问题 {i}: 数据库用 MySQL 还是 PostgreSQL？")
-        mem.append(sid, "assistant", f"answer {i}: PostgreSQL")
-    return sid
+    return helpers.chat(mem, user, turns=turns, say=questions)
 
 
 @pytest.mark.parametrize("text", ["hello", "", "   ", "what is /clear?", "/usr/bin/env python",
@@ -67,7 +68,8 @@ def test_forget_session_last_turns(mem: SessionMemory) -> None:
         "Forgot 4 messages in the last 2 turns; 2 messages, "
         f"{mem.info(sid).total_tokens} tokens remain.")
     assert [m.seq for m in mem.messages(sid)] == [1, 2]
-    assert handle(mem, sid, "/forget-session --last 1") is not None
+    assert handle(mem, sid, "/forget-session --last 1") == (
+        "Forgot 2 messages in the last 1 turn; 0 messages, 0 tokens remain.")
     assert mem.messages(sid) == []
     assert handle(mem, sid, "/forget-session 1") == "Nothing to forget: no message in the last 1 turn."
 
@@ -79,7 +81,9 @@ def test_forget_session_keyword_is_case_insensitive(mem: SessionMemory) -> None:
     left = mem.messages(sid)
     assert [m.role for m in left] == ["assistant"] * 3
     assert mem.info(sid).total_tokens == sum(m.token_count for m in left)
-    assert handle(mem, sid, "/forget-session --keyword=ANSWER 1") is not None
+    assert handle(mem, sid, "/forget-session --keyword=ANSWER 1") == (
+        "Forgot 1 message containing 'ANSWER 1'; 2 messages, "
+        f"{sum(m.token_count for m in left if m.content != 'answer 1: PostgreSQL')} tokens remain.")
     assert [m.content for m in mem.messages(sid)] == ["answer 0: PostgreSQL", "answer 2: PostgreSQL"]
 
 

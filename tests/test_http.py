@@ -14,7 +14,7 @@ import pytest
 from hermes_redis import SessionMemory
 from hermes_redis import config as config_mod
 from hermes_redis.models import new_message_id
-from tests.http_server import ServeProcess, write_config
+from tests.http_server import ServeProcess, serve_config
 from tests.redis_server import RedisServer
 
 MAX_CONTENT = 4096
@@ -22,7 +22,7 @@ MAX_CONTENT = 4096
 
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Path:
-    return write_config(tmp_path_factory.mktemp("http"), redis_server.url,
+    return serve_config(tmp_path_factory.mktemp("http"), redis_server.url,
                         limits={"max_content_bytes": MAX_CONTENT},
                         server={"max_body_bytes": 65536})
 
@@ -455,7 +455,7 @@ def test_metrics_count_requests_per_route_template_and_the_backlog(http: httpx.C
 
 def test_two_workers_serve_one_state_and_sum_their_metrics(tmp_path: Path,
                                                            redis_server: RedisServer) -> None:
-    proc = ServeProcess(write_config(tmp_path, redis_server.url), "--workers", "2").start()
+    proc = ServeProcess(serve_config(tmp_path, redis_server.url), "--workers", "2").start()
     try:
         with httpx.Client(base_url=proc.url, timeout=30) as c:
             sid = new_session(c, user="duo")

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.http_server import ServeProcess, cli, write_config
+from tests.http_server import ServeProcess, cli, serve_config
 from tests.redis_server import RedisServer
 
 
@@ -24,7 +24,7 @@ def make_key(config: Path, *args: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Path:
-    return write_config(tmp_path_factory.mktemp("auth"), redis_server.url)
+    return serve_config(tmp_path_factory.mktemp("auth"), redis_server.url)
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +201,7 @@ def test_key_create_needs_exactly_one_of_user_or_admin(config_path: Path) -> Non
 
 
 def test_no_keys_means_loopback_only(tmp_path: Path, redis_server: RedisServer) -> None:
-    config = write_config(tmp_path, redis_server.url)
+    config = serve_config(tmp_path, redis_server.url)
     out = cli(config, "serve", "--host", "0.0.0.0", "--port", "1", check=False, timeout=60)
     assert out.returncode != 0
     assert "refusing to listen on 0.0.0.0 with no API keys" in out.stderr
@@ -209,14 +209,14 @@ def test_no_keys_means_loopback_only(tmp_path: Path, redis_server: RedisServer) 
 
 
 def test_several_workers_need_the_redis_backend(tmp_path: Path, redis_server: RedisServer) -> None:
-    config = write_config(tmp_path, redis_server.url, memory={"session": {"backend": "memory"}})
+    config = serve_config(tmp_path, redis_server.url, memory={"session": {"backend": "memory"}})
     out = cli(config, "serve", "--workers", "2", "--port", "1", check=False, timeout=60)
     assert out.returncode == 2 and "needs memory.session.backend: redis" in out.stderr
 
 
 def test_a_public_server_stays_closed_when_every_key_is_revoked(tmp_path: Path,
                                                                 redis_server: RedisServer) -> None:
-    config = write_config(tmp_path, redis_server.url)
+    config = serve_config(tmp_path, redis_server.url)
     only = make_key(config, "--admin")
     proc = ServeProcess(config, "--host", "0.0.0.0").start()
     try:
@@ -229,7 +229,7 @@ def test_a_public_server_stays_closed_when_every_key_is_revoked(tmp_path: Path,
 
 def test_a_loopback_server_turns_auth_on_when_a_key_appears(tmp_path: Path,
                                                             redis_server: RedisServer) -> None:
-    config = write_config(tmp_path, redis_server.url)
+    config = serve_config(tmp_path, redis_server.url)
     proc = ServeProcess(config).start()
     try:
         assert httpx.get(proc.url + "/v1/sessions").status_code == 200

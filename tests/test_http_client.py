@@ -17,13 +17,13 @@ from hermes_redis.client import AuthError, HermesClient
 from hermes_redis.compaction import CompactResult
 from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError, ValidationError
 from hermes_redis.models import Context, Message, SessionInfo, new_message_id
-from tests.http_server import ServeProcess, cli, write_config
+from tests.http_server import ServeProcess, cli, serve_config
 from tests.redis_server import RedisServer, free_port
 
 
 @pytest.fixture(scope="module")
 def config_path(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Path:
-    return write_config(tmp_path_factory.mktemp("client"), redis_server.url)
+    return serve_config(tmp_path_factory.mktemp("client"), redis_server.url)
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +189,7 @@ def test_cli_remote_errors_are_one_line(server: ServeProcess, key: str, config_p
 def test_a_client_can_be_pointed_at_a_fresh_server_config(tmp_path: Path,
                                                           redis_server: RedisServer) -> None:
     """Without keys, the client needs none (the loopback default)."""
-    proc = ServeProcess(write_config(tmp_path, redis_server.url)).start()
+    proc = ServeProcess(serve_config(tmp_path, redis_server.url)).start()
     try:
         with HermesClient(proc.url) as open_client:
             sid = open_client.create_session(user_id="zed")

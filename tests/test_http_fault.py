@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from hermes_redis.models import new_message_id
-from tests.http_server import ServeProcess, write_config
+from tests.http_server import ServeProcess, serve_config
 from tests.redis_server import RedisServer
 
 
@@ -31,7 +31,7 @@ def all_messages(url: str, sid: str) -> list[dict[str, object]]:
 
 def test_sigkill_mid_stream_loses_no_acknowledged_append(tmp_path: Path,
                                                          redis_server: RedisServer) -> None:
-    server = ServeProcess(write_config(tmp_path, redis_server.url)).start()
+    server = ServeProcess(serve_config(tmp_path, redis_server.url)).start()
     sids = [httpx.post(server.url + "/v1/sessions", json={"user_id": "fault"}).json()["session_id"]
             for _ in range(2)]
     acked: dict[str, str] = {}  # message_id -> session
@@ -93,7 +93,7 @@ def own_redis() -> Iterator[RedisServer]:
 
 
 def test_redis_outage_answers_503_then_recovers(tmp_path: Path, own_redis: RedisServer) -> None:
-    server = ServeProcess(write_config(tmp_path, own_redis.url, redis={"retries": 0,
+    server = ServeProcess(serve_config(tmp_path, own_redis.url, redis={"retries": 0,
                                                                        "socket_timeout": 2})).start()
     try:
         with httpx.Client(base_url=server.url, timeout=30) as c:

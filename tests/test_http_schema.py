@@ -20,7 +20,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import positive_data_acceptance
 
-from tests.http_server import ServeProcess, write_config
+from tests.http_server import ServeProcess, serve_config
 from tests.redis_server import RedisServer
 
 # Per operation. The suite's run is derandomized (the same examples every time, so CI does not
@@ -32,7 +32,7 @@ EXPLORE = "HTTP_FUZZ_EXAMPLES" in os.environ
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[ServeProcess]:
-    config: Path = write_config(tmp_path_factory.mktemp("schema"), redis_server.url,
+    config: Path = serve_config(tmp_path_factory.mktemp("schema"), redis_server.url,
                                 limits={"max_content_bytes": 8192})
     proc = ServeProcess(config).start()
     yield proc

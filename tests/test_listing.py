@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from hermes_redis.cli import cli
 from hermes_redis.errors import AmbiguousIdError, NotFoundError, ValidationError
-from tests.fault.conftest import write_config
+from tests.helpers import write_config
 
 
 def test_pages_follow_cursors_through_every_session_once_newest_first(mem):

@@ -30,8 +30,8 @@ from starlette.routing import Route
 
 from hermes_redis import SessionMemory
 from hermes_redis.mcp_server import build_mcp, mcp_asgi_app
+from tests.helpers import isolated_config
 from tests.redis_server import free_port
-from tests.test_cli import write_config
 
 TOOLS = {"create_session", "append", "context", "remember", "recall", "info", "forget",
          "list_sessions"}
@@ -39,7 +39,7 @@ TOOLS = {"create_session", "append", "context", "remember", "recall", "info", "f
 
 @pytest.fixture
 def cfg(tmp_path: Path, redis_url: str) -> Path:
-    return write_config(tmp_path, redis_url)
+    return isolated_config(tmp_path, redis_url)
 
 
 @pytest.fixture

@@ -33,31 +33,28 @@ def test_a_retried_append_is_not_stored_twice(rmem):
 def test_unarchived_keys_have_no_ttl_and_archived_ones_do(config_factory):
     from hermes_redis import SessionMemory
 
-    mem = SessionMemory(config_factory("redis", ttl=100))
-    sid = mem.create_session()
-    assert mem.hot.ttl_left(sid) is not None  # nothing to archive yet: may expire
-    mem.append(sid, "user", "hi")
-    assert mem.hot.ttl_left(sid) is None
-    mem.context(sid)  # reading renews the TTL but cannot set one on unarchived keys
-    assert mem.hot.ttl_left(sid) is None
-    mem.flush(sid)
-    assert 0 < mem.hot.ttl_left(sid) <= 100
-    assert mem.info(sid).backlog == 0
+    with SessionMemory(config_factory("redis", ttl=100)) as mem:
+        sid = mem.create_session()
+        assert mem.hot.ttl_left(sid) is not None  # nothing to archive yet: may expire
+        mem.append(sid, "user", "hi")
+        assert mem.hot.ttl_left(sid) is None
+        mem.context(sid)  # reading renews the TTL but cannot set one on unarchived keys
+        assert mem.hot.ttl_left(sid) is None
+        mem.flush(sid)
+        assert 0 < mem.hot.ttl_left(sid) <= 100
+        assert mem.info(sid).backlog == 0
 
 
 def test_prefixes_isolate_deployments(config_factory, tmp_path):
     """Two deployments on one Redis, each with its own prefix (and its own archive)."""
     from hermes_redis import SessionMemory
 
-    a = SessionMemory(config_factory("redis"))
     b_config = config_factory("redis").with_overrides(archive={"path": str(tmp_path / "b.db")})
-    b = SessionMemory(b_config)
-    sid = a.create_session()
-    a.append(sid, "user", "only in a")
-    assert sid not in [s.session_id for s in b.list_sessions()]
-    assert b.hot.meta(sid) is None and a.hot.meta(sid) is not None
-    a.close()
-    b.close()
+    with SessionMemory(config_factory("redis")) as a, SessionMemory(b_config) as b:
+        sid = a.create_session()
+        a.append(sid, "user", "only in a")
+        assert sid not in [s.session_id for s in b.list_sessions()]
+        assert b.hot.meta(sid) is None and a.hot.meta(sid) is not None
 
 
 def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_factory):
@@ -65,32 +62,31 @@ def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_facto
     come in one pipeline; the archive is not read."""
     from hermes_redis import SessionMemory
 
-    mem = SessionMemory(config_factory("redis"))
-    sid = mem.create_session(user_id="ann")
-    mem.remember("ann", "prefers tabs")
-    for i in range(10):
-        mem.append(sid, "user", f"question {i}")
-        mem.append(sid, "assistant", f"answer {i}")
-    mem.context(sid)  # learns the session's user, caches the memories
-    trips: list[str] = []
-    sql: list[str] = []
-    client = mem.hot.client
-    pipeline, execute_command = client.pipeline, client.execute_command
+    with SessionMemory(config_factory("redis")) as mem:
+        sid = mem.create_session(user_id="ann")
+        mem.remember("ann", "prefers tabs")
+        for i in range(10):
+            mem.append(sid, "user", f"question {i}")
+            mem.append(sid, "assistant", f"answer {i}")
+        mem.context(sid)  # learns the session's user, caches the memories
+        trips: list[str] = []
+        sql: list[str] = []
+        client = mem.hot.client
+        pipeline, execute_command = client.pipeline, client.execute_command
 
-    def counted_pipeline(*a, **k):  # type: ignore[no-untyped-def]
-        pipe = pipeline(*a, **k)
-        run = pipe.execute
-        pipe.execute = lambda *x, **y: trips.append("pipeline") or run(*x, **y)
-        return pipe
+        def counted_pipeline(*a, **k):  # type: ignore[no-untyped-def]
+            pipe = pipeline(*a, **k)
+            run = pipe.execute
+            pipe.execute = lambda *x, **y: trips.append("pipeline") or run(*x, **y)
+            return pipe
 
-    client.pipeline = counted_pipeline
-    client.execute_command = lambda *a, **k: trips.append(str(a[0])) or execute_command(*a, **k)
-    read = mem.cold._read
-    mem.cold._read = lambda q, args=(): sql.append(q) or read(q, args)  # type: ignore[method-assign]
-    ctx = mem.context(sid)
-    assert trips == ["pipeline"] and sql == []
-    assert ctx.memories == ("prefers tabs",) and len(ctx.messages) == 20
-    mem.close()
+        client.pipeline = counted_pipeline
+        client.execute_command = lambda *a, **k: trips.append(str(a[0])) or execute_command(*a, **k)
+        read = mem.cold._read
+        mem.cold._read = lambda q, args=(): sql.append(q) or read(q, args)  # type: ignore[method-assign]
+        ctx = mem.context(sid)
+        assert trips == ["pipeline"] and sql == []
+        assert ctx.memories == ("prefers tabs",) and len(ctx.messages) == 20
 
 
 def test_a_memory_remembered_elsewhere_reaches_the_next_context(config_factory):
@@ -98,20 +94,18 @@ def test_a_memory_remembered_elsewhere_reaches_the_next_context(config_factory):
     from hermes_redis import SessionMemory
 
     config = config_factory("redis")
-    reader, writer = SessionMemory(config), SessionMemory(config)
-    sid = reader.create_session(user_id="bo")
-    reader.append(sid, "user", "hello")
-    assert reader.context(sid).memories == ()
-    assert reader.context(sid).memories == ()  # now from the cache
-    writer.remember("bo", "项目用 PostgreSQL，不用 MySQL")
-    assert reader.context(sid).memories == ("项目用 PostgreSQL，不用 MySQL",)
-    # a reader that read the generation before a change cannot cache the stale list over it
-    _, gen = reader.hot.cached_memories("bo")
-    writer.remember("bo", "answers in English")
-    reader.hot.cache_memories("bo", gen, ["stale"])
-    assert reader.context(sid).memories == ("项目用 PostgreSQL，不用 MySQL", "answers in English")
-    reader.close()
-    writer.close()
+    with SessionMemory(config) as reader, SessionMemory(config) as writer:
+        sid = reader.create_session(user_id="bo")
+        reader.append(sid, "user", "hello")
+        assert reader.context(sid).memories == ()
+        assert reader.context(sid).memories == ()  # now from the cache
+        writer.remember("bo", "项目用 PostgreSQL，不用 MySQL")
+        assert reader.context(sid).memories == ("项目用 PostgreSQL，不用 MySQL",)
+        # a reader that read the generation before a change cannot cache the stale list over it
+        _, gen = reader.hot.cached_memories("bo")
+        writer.remember("bo", "answers in English")
+        reader.hot.cache_memories("bo", gen, ["stale"])
+        assert reader.context(sid).memories == ("项目用 PostgreSQL，不用 MySQL", "answers in English")
 
 
 def test_set_fields_never_recreates_a_gone_session(rmem):
@@ -129,15 +123,14 @@ def test_set_fields_never_recreates_a_gone_session(rmem):
 def test_memory_hot_drop_forgets_full_texts(config_factory):
     from hermes_redis import SessionMemory
 
-    mem = SessionMemory(config_factory("memory", save_tool_results=True))
-    sid = mem.create_session()
-    hot = mem.hot
-    msg = Message(sid, 0, "tool", "capped", 1)
-    hot.append([msg], time.time(), "", {msg.message_id: "the whole text"})
-    assert hot.full_texts(sid, [msg.message_id])
-    hot.drop(sid)
-    assert hot._full == {}
-    mem.close()
+    with SessionMemory(config_factory("memory", save_tool_results=True)) as mem:
+        sid = mem.create_session()
+        hot = mem.hot
+        msg = Message(sid, 0, "tool", "capped", 1)
+        hot.append([msg], time.time(), "", {msg.message_id: "the whole text"})
+        assert hot.full_texts(sid, [msg.message_id])
+        hot.drop(sid)
+        assert hot._full == {}
 
 
 def test_a_redis_that_may_evict_is_refused_unless_accepted(tmp_path, caplog):
@@ -158,12 +151,10 @@ def test_a_redis_that_may_evict_is_refused_unless_accepted(tmp_path, caplog):
                                               r"redis\.allow_eviction"):
             SessionMemory(config)
         accepted = config.with_overrides(redis={"allow_eviction": True})
-        with caplog.at_level(logging.WARNING):
-            mem = SessionMemory(accepted)
-        assert "RISK ACCEPTED" in caplog.text and "persists nothing" in caplog.text
-        sid = mem.create_session()
-        mem.append(sid, "user", "works anyway")
-        mem.close()
+        with caplog.at_level(logging.WARNING), SessionMemory(accepted) as mem:
+            assert "RISK ACCEPTED" in caplog.text and "persists nothing" in caplog.text
+            sid = mem.create_session()
+            mem.append(sid, "user", "works anyway")
     finally:
         server.cleanup()
 
@@ -179,15 +170,14 @@ def test_info_shows_that_redis_persists_nothing(tmp_path):
     safe = RedisServer(aof=True).start()
     try:
         for server, expect in ((bare, True), (safe, False)):
-            mem = SessionMemory(make_config(tmp_path, "redis", server.url))
-            sid = mem.create_session()
-            report = session_report(mem, sid)
+            with SessionMemory(make_config(tmp_path, "redis", server.url)) as mem:
+                sid = mem.create_session()
+                report = session_report(mem, sid)
             lines = [ln for ln in report_lines(report) if ln.startswith("Warning: Redis")]
             assert bool(lines) is expect, lines
             if expect:
                 assert "persists nothing" in lines[0] and "appendonly yes" in lines[0]
                 assert report.as_dict()["redis_warnings"]
-            mem.close()
     finally:
         bare.cleanup()
         safe.cleanup()

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from hermes_redis import SessionMemory
 from hermes_redis.cli import cli
 from hermes_redis.errors import ValidationError
-from tests.test_cli import write_config
+from tests.helpers import isolated_config
 
 
 def fill(mem: SessionMemory, user: str = "alice") -> str:
@@ -45,11 +45,35 @@ def test_words_and_cjk_substrings_match(mem: SessionMemory, query: str, seqs: li
     assert sorted(h.seq for h in mem.search(query)) == seqs
 
 
-@pytest.mark.parametrize("query", ['"', "AND", "OR x", "NEAR(", "*", "(", "a:b", "-", "？"])
-def test_fts_syntax_in_queries_is_plain_text(mem: SessionMemory, query: str) -> None:
+@pytest.mark.parametrize("query, seqs", [
+    ('"', []), ("AND", []), ("OR x", []), ("NEAR(", []), ("*", []), ("(", []), ("a:b", []),
+    ("-", []), ("？", []), ("JWT AND", []),  # AND is a word to find, not an operator
+    ('"refresh', [2]), ("(FastAPI)", [1]), ("认证*", [1]), ("access-token", [2]),
+    ("refresh:token", [2]), ("NEAR(jwt", []), ("token OR", []),
+])
+def test_fts_syntax_in_queries_is_plain_text(mem: SessionMemory, query: str,
+                                             seqs: list[int]) -> None:
+    """Quotes, operators and brackets are punctuation in the user's words: never an FTS
+    error, never an operator; the words around them are matched as written."""
     sid = fill(mem)
     mem.flush(sid)
-    assert isinstance(mem.search(query), list)
+    assert sorted(h.seq for h in mem.search(query)) == seqs
+
+
+@pytest.mark.parametrize("query, seqs", [
+    ("jwt -", [2]), ("认证 ？", [1]), ("token ...", [2]), ("refresh —", [2]), ("-", []),
+    ("! ?", []),
+])
+def test_a_word_without_letters_is_ignored_in_both_tiers(rmem: SessionMemory, query: str,
+                                                         seqs: list[int]) -> None:
+    """A punctuation-only word has nothing to match: the hot scan and the archive both skip
+    it (the archive found nothing for "jwt -", and the hot scan matched every message for
+    "-"), so a hit does not change when its message is archived."""
+    sid = fill(rmem)
+    hot = sorted(h.seq for h in rmem.search(query))
+    rmem.flush(sid)
+    assert hot == seqs
+    assert sorted(h.seq for h in rmem.search(query)) == seqs
 
 
 def test_hits_are_ranked_and_limited(mem: SessionMemory) -> None:
@@ -76,12 +100,12 @@ def test_user_filter_deleted_and_forgotten(mem: SessionMemory) -> None:
     assert {h.session_id for h in mem.search("认证")} == {a}
     mem.forget_keyword(a, "认证")
     assert mem.search("认证") == []
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match=r"^search query is empty: give at least one word$"):
         mem.search("   ")
 
 
 def test_cli_search_table_and_json(tmp_path: Path, redis_url: str) -> None:
-    path = write_config(tmp_path, redis_url)
+    path = isolated_config(tmp_path, redis_url)
     with SessionMemory.from_config(path) as mem:
         sid = fill(mem)
         mem.flush(sid)

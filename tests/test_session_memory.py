@@ -5,7 +5,9 @@ import time
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis.errors import NotFoundError, StateError, ValidationError
+from hermes_redis.errors import AmbiguousIdError, NotFoundError, StateError, ValidationError
+
+NO_SESSION = r"^no session nosuchsession; see `hermes-redis session list`$"
 
 
 def counters_match(mem, sid):
@@ -63,9 +65,9 @@ def test_bad_input_changes_nothing(mem, kwargs, error):
 def test_bad_session_id_and_unknown_session(mem):
     with pytest.raises(ValidationError, match="session id"):
         mem.append("a:b", "user", "x")
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match=NO_SESSION):
         mem.append("nosuchsession", "user", "x")
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match=NO_SESSION):
         mem.info("nosuchsession")
 
 
@@ -81,12 +83,13 @@ def test_context_fits_budget_and_keeps_newest(mem):
             assert ctx.messages[-1].content.startswith("answer 39")
             seqs = [m.seq for m in ctx.messages]
             assert seqs == sorted(seqs)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError,
+                       match=r"^budget must be a positive number of tokens, not 0$"):
         mem.context(sid, budget=0)
 
 
 def test_tool_results_are_capped_but_archived_whole(mem):
-    mem.config = mem.config  # same config; cap is 2000 tokens by default
+    assert mem.config.session.tool_result_max_tokens == 2000  # the default cap
     sid = mem.create_session()
     mem.append(sid, "user", "run the tests")
     big = "\n".join(f"line {i}: PASSED tests/test_{i}.py" for i in range(3000))
@@ -177,7 +180,7 @@ def test_resume_latest_session_of_user(mem):
     newest = mem.create_session(user_id="carol")
     mem.append(newest, "user", "where were we")
     assert mem.resume(user_id="carol").session_id == newest
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match=r"^no active session for user nobody; create one first$"):
         mem.resume(user_id="nobody")
 
 
@@ -185,9 +188,11 @@ def test_prefix_resolution(mem):
     sid = mem.create_session(session_id="abc123")
     mem.create_session(session_id="abd999")
     assert mem.resolve("abc") == sid
-    with pytest.raises(Exception, match="matches 2 sessions"):
+    with pytest.raises(AmbiguousIdError,
+                       match=r"^'ab' matches 2 sessions \(abc123, abd999\); type more$"):
         mem.resolve("ab")
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError,
+                       match=r"^no session matches 'zzz'; see `hermes-redis session list`$"):
         mem.resolve("zzz")
 
 

@@ -120,13 +120,13 @@ def test_configured_chat_summarizer_is_used_for_compaction(config_factory, endpo
     cfg = config_factory("memory", max_messages=4,
                          compression={"summary_model": "tiny", "keep_recent": 1})
     cfg = cfg.with_overrides(summarizer={"base_url": endpoint})
-    mem = SessionMemory(cfg)
-    sid = mem.create_session()
-    for i in range(4):
-        mem.append(sid, "user", f"q{i}")
-        mem.append(sid, "assistant", f"a{i}")
-    assert mem.info(sid).summary == "Decisions:\n- use JWT"  # the compaction asked the model
-    ctx = mem.context(sid)  # the whole session fits the default budget: all of it, verbatim
+    with SessionMemory(cfg) as mem:
+        sid = mem.create_session()
+        for i in range(4):
+            mem.append(sid, "user", f"q{i}")
+            mem.append(sid, "assistant", f"a{i}")
+        assert mem.info(sid).summary == "Decisions:\n- use JWT"  # the compaction asked the model
+        ctx = mem.context(sid)  # the whole session fits the default budget: all of it, verbatim
     assert ctx.summary == "" and [m.content for m in ctx.messages][:2] == ["q0", "a0"]
 
 

@@ -107,7 +107,7 @@ def test_memory_cli_add_list_search_forget(tmp_path, config_factory):
     from click.testing import CliRunner
 
     from hermes_redis.cli import cli
-    from tests.fault.conftest import write_config
+    from tests.helpers import write_config
 
     path = write_config(config_factory("redis"), tmp_path / "c.yml")
 

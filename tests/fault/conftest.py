@@ -11,7 +11,6 @@ import dataclasses
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,21 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from hermes_redis import Config, Message, SessionMemory
 from tests.conftest import make_config
+from tests.helpers import archive_rows, write_config
 from tests.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def write_config(cfg: Config, path: Path) -> Path:
-    """The YAML file a worker or agent process loads through $HERMES_CONFIG."""
-    data = dataclasses.asdict(cfg)
-    data.pop("source", None)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
 
 
 def child_env(config_path: Path) -> dict[str, str]:
@@ -112,15 +103,6 @@ class Acked:
     @classmethod
     def of(cls, m: Message) -> Acked:
         return cls(m.session_id, m.message_id, m.seq, m.token_count)
-
-
-def archive_rows(cfg: Config, sid: str) -> list[tuple[str, int, int]]:
-    db = sqlite3.connect(cfg.archive_path, timeout=30)
-    try:
-        return db.execute("SELECT message_id, seq, token_count FROM messages WHERE session_id=?",
-                          (sid,)).fetchall()
-    finally:
-        db.close()
 
 
 def audit(mem: SessionMemory, acked: Iterable[Acked], forgotten: Iterable[str] = (),

@@ -20,16 +20,25 @@ from hermes_redis import SessionMemory
 from hermes_redis.archive import Archive
 from hermes_redis.errors import BackendUnavailableError
 from tests.fault.conftest import Acked, audit, figures
+from tests.helpers import Say, converse
 from workers.worker import run
 
 
-def converse(mem: SessionMemory, sid: str, n: int, size: int = 40) -> list[Acked]:
-    out = []
-    for i in range(n):
-        role = "user" if i % 2 == 0 else "assistant"
-        text = f"message {i}: we decided on PostgreSQL 16 and JWT. " + "lorem ipsum " * size
-        out.append(Acked.of(mem.append(sid, role, text)))
-    return out
+def lorem(size: int = 40) -> Say:
+    """Long messages numbered in the order they are appended, two per exchange."""
+
+    def say(i: int) -> tuple[str, str]:
+        def text(n: int) -> str:
+            return f"message {n}: we decided on PostgreSQL 16 and JWT. " + "lorem ipsum " * size
+
+        return text(2 * i), text(2 * i + 1)
+
+    return say
+
+
+def talk(mem: SessionMemory, sid: str, n: int, size: int = 40) -> list[Acked]:
+    """``n`` (even) alternating messages, as the agent was told they landed."""
+    return [Acked.of(m) for m in converse(mem, sid, n // 2, lorem(size))]
 
 
 def hot_keeps(mem: SessionMemory, sid: str, acked: list[Acked]) -> None:
@@ -78,13 +87,13 @@ db.execute("COMMIT")
 def test_archive_locked_by_another_process(amem, tmp_path):
     mem = amem(tmp_path / "memory.db")
     sid = mem.create_session(user_id="alice")
-    acked = converse(mem, sid, 10)
+    acked = talk(mem, sid, 10)
     mem.flush(sid)
     locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(mem.config.archive_path)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert locker.stdout is not None and locker.stdout.readline().strip() == b"locked"
     try:
-        acked += converse(mem, sid, 30)
+        acked += talk(mem, sid, 30)
         for _ in range(3):
             with pytest.raises(BackendUnavailableError) as err:
                 mem.flush(sid)
@@ -136,10 +145,10 @@ def tiny_fs(tmp_path):
 def test_disk_full_on_a_tiny_filesystem(amem, tiny_fs):
     mem = amem(tiny_fs / "memory.db")
     sid = mem.create_session(user_id="alice")
-    acked = converse(mem, sid, 10)
+    acked = talk(mem, sid, 10)
     mem.flush(sid)
     filler = fill(tiny_fs)
-    acked += converse(mem, sid, 200, size=60)
+    acked += talk(mem, sid, 200, size=60)
     faults = 0
     for _ in range(3):
         with pytest.raises(BackendUnavailableError) as err:
@@ -159,12 +168,12 @@ def test_disk_full_as_a_size_limited_file(amem, tmp_path):
     """Runs everywhere: SQLite's max_page_count caps the file like a full disk would."""
     mem = amem(tmp_path / "memory.db")
     sid = mem.create_session(user_id="alice")
-    acked = converse(mem, sid, 10)
+    acked = talk(mem, sid, 10)
     mem.flush(sid)
     conn = mem.cold._connect()
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count={pages + 2}")
-    acked += converse(mem, sid, 200, size=60)
+    acked += talk(mem, sid, 200, size=60)
     with pytest.raises(BackendUnavailableError) as err:
         mem.flush(sid)
     one_line(err.value, "full", str(mem.cold.path))
@@ -179,14 +188,14 @@ def test_archive_moved_away_then_restored(amem, tmp_path):
     path = tmp_path / "memory.db"
     mem = amem(path)
     sid = mem.create_session(user_id="alice")
-    acked = converse(mem, sid, 10)
+    acked = talk(mem, sid, 10)
     mem.flush(sid)
     aside = tmp_path / "aside"
     aside.mkdir()
     moved = [p for p in tmp_path.glob("memory.db*")]
     for p in moved:
         p.rename(aside / p.name)
-    acked += converse(mem, sid, 20)
+    acked += talk(mem, sid, 20)
     with pytest.raises(BackendUnavailableError) as err:
         mem.flush(sid)
     one_line(err.value, "removed or replaced", str(path))

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from hermes_redis import SessionMemory
 from hermes_redis.cli import cli
 from hermes_redis.errors import BackendUnavailableError
-from tests.fault.conftest import burst, figures, spawn_worker, stop, wait_for, write_config
+from tests.fault.conftest import burst, figures, spawn_worker, stop, wait_for
+from tests.helpers import write_config
 from tests.redis_server import RedisServer, free_port
 
 

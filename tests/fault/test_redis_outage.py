@@ -52,7 +52,7 @@ def test_unavailable_at_start_is_a_clear_error_not_a_hang(tmp_path, fault_config
     url = f"redis://app:hunter2@127.0.0.1:{port}/0"
     cfg, path = fault_config(url=url)
     cfg = cfg.with_overrides(redis={"socket_timeout": 0.5, "retries": 2})
-    from tests.fault.conftest import write_config
+    from tests.helpers import write_config
 
     write_config(cfg, path)
     started = time.monotonic()
@@ -79,7 +79,7 @@ def test_redis_restarted_under_load_loses_nothing_acknowledged(own_redis, fault_
     cfg, path = fault_config(url=own_redis.url, max_messages=30,
                              compression={"keep_recent": 4})
     cfg = cfg.with_overrides(redis={"socket_timeout": 1.0})
-    from tests.fault.conftest import write_config
+    from tests.helpers import write_config
 
     write_config(cfg, path)
     setup = SessionMemory(cfg)

@@ -8,14 +8,16 @@ import json
 import logging
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from hermes_redis import Config, SessionMemory
 from hermes_redis.cli import cli
-from hermes_redis.errors import BackendUnavailableError, ConfigError
-from tests.fault.conftest import SecureRedis, archive_rows, burst, figures, make_tls_dir, write_config
+from hermes_redis.errors import BackendUnavailableError, ConfigError, NotFoundError
+from tests.fault.conftest import SecureRedis, burst, figures, make_tls_dir
+from tests.helpers import archive_rows, write_config
 
 SECRET = "pw-Zq8s3cret"
 API_KEY = "sk-live-DO-NOT-PRINT-42"
@@ -152,14 +154,16 @@ def test_redis_logs_no_secret_on_unreachable(tmp_path, caplog):
     assert_secret_free(str(err.value), caplog.text)
 
 
-def test_per_user_isolation(rmem):
+def test_per_user_isolation(rmem, tmp_path):
+    """Through the library and through the CLI: a user's listing, search hits, memories and
+    resumed context hold only that user's sessions, whatever the user id looks like."""
     mem = rmem
     alice = [mem.create_session(user_id="alice") for _ in range(3)]
     bob = [mem.create_session(user_id="bob") for _ in range(3)]
     evil = mem.create_session(user_id="%")
     for sid in alice + bob + [evil]:
         mem.append(sid, "user", f"secret plan JWT rotation for {sid}")
-    mem.remember("bob", "bob's private memory: JWT key is in vault")
+    bob_memory = mem.remember("bob", "bob's private memory: JWT key is in vault")
     for sid in alice[:2] + bob[:2]:  # some archived, some only hot
         mem.flush(sid)
     mem.hot.drop(bob[0])  # bob's first session now lives only in the archive
@@ -179,6 +183,36 @@ def test_per_user_isolation(rmem):
         checks += 2
     ctx = mem.context(alice[0])
     assert "vault" not in json.dumps(ctx.as_dict())  # bob's memory never reaches alice
-    result = CliRunner().invoke(cli, ["--config", "/dev/null", "--help"])
-    assert result.exit_code == 0
+    assert mem.memories("alice") == [] and mem.memories("alice", query="vault JWT") == []
+    assert [m.memory_id for m in mem.memories("bob")] == [bob_memory]
+    with pytest.raises(NotFoundError, match=f"no memory {bob_memory}"):
+        mem.forget_memory(bob_memory, user_id="alice")  # answers as if it did not exist
+    assert mem.resume(user_id="alice").session_id in alice
+    checks += 5
+
+    path = write_config(mem.config, tmp_path / "isolation.yml")
+
+    def run(*args: str) -> Any:
+        result = CliRunner().invoke(cli, ["--config", str(path), *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    for user, mine in (("alice", alice), ("bob", bob), ("%", [evil])):
+        listed = run("session", "list", "--user", user, "--status", "all", "--json")
+        assert {d["session_id"] for d in listed} == set(mine), user
+        assert {h["session_id"] for h in run("search", "JWT", "--user", user, "--json")} == set(
+            mine), user
+        resumed = run("session", "resume", "--user", user, "--json")
+        assert resumed["session_id"] in mine, user
+        assert ("vault" in json.dumps(resumed)) is (user == "bob"), user  # bob's memory is his
+        checks += 3
+    assert run("memory", "list", "--user", "alice", "--json") == []
+    assert run("memory", "search", "vault", "--user", "alice", "--json") == []
+    assert [m["memory_id"] for m in run("memory", "list", "--user", "bob", "--json")] == [
+        bob_memory]
+    refused = CliRunner().invoke(cli, ["--config", str(path), "memory", "forget", bob_memory,
+                                       "--user", "alice"])
+    assert refused.exit_code == 3 and f"no memory {bob_memory}" in refused.stderr
+    assert [m.memory_id for m in mem.memories("bob")] == [bob_memory]  # still bob's
+    checks += 4
     figures("isolation", users=3, checks=checks, leaks=0)

@@ -8,7 +8,8 @@ import time
 
 from hermes_redis import SessionMemory
 from hermes_redis.errors import BackendUnavailableError
-from tests.fault.conftest import Acked, audit, burst, figures, write_config
+from tests.fault.conftest import Acked, audit, burst, figures
+from tests.helpers import write_config
 from tests.redis_server import RedisServer
 
 

@@ -1,0 +1,85 @@
+"""Helpers the test modules share: config files, conversations, archive rows. One definition
+each; a module that needs other words passes its own ``say``."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hermes_redis import Config, Message, SessionMemory
+
+Say = Callable[[int], tuple[str, str]]  # exchange i -> (user text, assistant reply)
+TITLE = "帮我写一个 FastAPI 的用户认证接口"
+
+
+def write_config(config: Config | Mapping[str, Any], path: Path) -> Path:
+    """Write a YAML config file: a ``Config`` whole (what a worker or agent process loads
+    through $HERMES_CONFIG), or a mapping of sections as given."""
+    if isinstance(config, Config):
+        data = dataclasses.asdict(config)
+        data.pop("source", None)
+    else:
+        data = dict(config)
+    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def isolated_config(directory: Path, redis_url: str, backend: str = "redis",
+                    **sections: dict[str, Any]) -> Path:
+    """A YAML config isolated to one test: own key prefix, queue, archive and data dir."""
+    tag = uuid.uuid4().hex[:10]
+    data: dict[str, Any] = {
+        "memory": {"session": {"backend": backend}},
+        "redis": {"url": redis_url, "key_prefix": f"t{tag}", "queue": f"q{tag}",
+                  "socket_timeout": 2, "retries": 0},
+        "archive": {"data_dir": str(directory / "data"), "path": str(directory / "memory.db")},
+    }
+    for name, values in sections.items():
+        data.setdefault(name, {}).update(values)
+    return write_config(data, directory / f"config-{tag}.yml")
+
+
+def auth_chat(first: str = TITLE) -> Say:
+    """The CLI tests' conversation: an auth endpoint, then the database question."""
+
+    def say(i: int) -> tuple[str, str]:
+        if i == 0:
+            return first, "好的，用 JWT：access token 加 refresh token。"
+        return f"数据库用 MySQL 还是 PostgreSQL？ (question {i})", f"PostgreSQL. (answer {i})"
+
+    return say
+
+
+def converse(mem: SessionMemory, sid: str, turns: int, say: Say) -> list[Message]:
+    """``turns`` exchanges of a user message and an assistant reply; the appended messages."""
+    out = []
+    for i in range(turns):
+        user, assistant = say(i)
+        out.append(mem.append(sid, "user", user))
+        out.append(mem.append(sid, "assistant", assistant))
+    return out
+
+
+def chat(mem: SessionMemory, user: str = "alice", title_text: str = TITLE, turns: int = 2,
+         say: Say | None = None) -> str:
+    """A new session of ``user`` holding ``turns`` exchanges; its id."""
+    sid = mem.create_session(user_id=user)
+    converse(mem, sid, turns, say or auth_chat(title_text))
+    return sid
+
+
+def archive_rows(cfg: Config, sid: str) -> list[tuple[str, int, int]]:
+    """(message_id, seq, token_count) of the session's archived messages, read with sqlite3
+    directly, not through the library under test."""
+    db = sqlite3.connect(cfg.archive_path, timeout=30)
+    try:
+        return db.execute("SELECT message_id, seq, token_count FROM messages WHERE session_id=?",
+                          (sid,)).fetchall()
+    finally:
+        db.close()
