@@ -10,11 +10,19 @@ of the technology it mentions), so a newer fact on the same topic supersedes the
 
 from __future__ import annotations
 
+import json
+import logging
 import re
+import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from hermes_redis.models import Message
+from hermes_redis.summarizers import chat_completion
+
+log = logging.getLogger(__name__)
 
 MAX_FACT_CHARS = 300
 
@@ -157,3 +165,81 @@ def near_duplicate(a: str, b: str, threshold: float = 0.7) -> bool:
     if not wa or not wb:
         return normalized(a) == normalized(b)
     return len(wa & wb) / len(wa | wb) >= threshold
+
+
+class Extractor(Protocol):
+    name: str
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]: ...
+
+
+class RuleExtractor:
+    """The offline extractor: the statement patterns above."""
+
+    name = "rules"
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        return extract(messages)
+
+
+CHAT_EXTRACT_SYSTEM = (
+    "You pick out durable facts a user states about themselves and their project, for an AI "
+    "agent's long-term memory. Never invent anything; never include questions."
+)
+CHAT_EXTRACT_TEMPLATE = """From the user's messages below, list the facts worth remembering in
+later conversations: preferences, decisions, names, versions, paths, conventions. Skip
+questions, small talk, and anything that is only about this moment. Answer with a JSON array
+only, one object per fact: [{{"seq": <the message's number>, "fact": "<one sentence, in the
+user's language>"}}]. An empty array if there is none.
+
+Messages:
+{transcript}"""
+
+
+class ChatExtractor:
+    """Extraction by an OpenAI-compatible endpoint (``summarizer.base_url``), the rules as
+    fallback: a failure or a reply that is not the JSON asked for uses the rules, and the
+    endpoint is not called again for ``cooldown`` seconds. A fact must name one of the
+    messages it was given."""
+
+    def __init__(self, model: str, base_url: str, api_key: str | None, timeout: float,
+                 cooldown: float = 60.0) -> None:
+        self.name = f"chat:{model}"
+        self.model, self.base_url, self.api_key, self.timeout = model, base_url, api_key, timeout
+        self.cooldown, self._down_until, self._lock = cooldown, 0.0, threading.Lock()
+
+    def extract(self, messages: Sequence[Message]) -> list[Fact]:
+        users = [m for m in messages if m.role == "user"]
+        if not users:
+            return []
+        with self._lock:
+            cooling = time.monotonic() < self._down_until
+        if not cooling:
+            try:
+                return self._ask(users)
+            except Exception as err:  # any failure of the remote model falls back, never raises
+                with self._lock:
+                    self._down_until = time.monotonic() + self.cooldown
+                log.warning("extractor %s failed (%s); using the rules for %.0f s",
+                            self.name, err, self.cooldown)
+        return extract(messages)
+
+    def _ask(self, users: Sequence[Message]) -> list[Fact]:
+        transcript = "\n".join(f"[{m.seq}] {' '.join(m.content.split())[:2000]}" for m in users)
+        reply = chat_completion(self.base_url, self.api_key, self.model, CHAT_EXTRACT_SYSTEM,
+                                CHAT_EXTRACT_TEMPLATE.format(transcript=transcript), 1000,
+                                self.timeout)
+        start, end = reply.find("["), reply.rfind("]")
+        items = json.loads(reply[start:end + 1]) if start >= 0 < end else None
+        if not isinstance(items, list):
+            raise ValueError("the reply is not a JSON array")
+        seqs = {m.seq for m in users}
+        facts: list[Fact] = []
+        for item in items:
+            if not isinstance(item, dict):
+                raise ValueError("a fact is not an object")
+            seq, text = item.get("seq"), " ".join(str(item.get("fact") or "").split())
+            if isinstance(seq, int) and seq in seqs and text:
+                content = text[:MAX_FACT_CHARS]
+                facts.append(Fact(content, seq, topic_of(content)))
+        return facts

@@ -22,10 +22,11 @@ log = logging.getLogger(__name__)
 
 
 class MemoryBook:
-    def __init__(self, cold: Archive, hot: HotStore, tokenizer: Tokenizer,
-                 max_extracted: int) -> None:
+    def __init__(self, cold: Archive, hot: HotStore, tokenizer: Tokenizer, max_extracted: int,
+                 extractor: extraction.Extractor | None = None) -> None:
         self.cold, self.hot, self.tokenizer = cold, hot, tokenizer
         self.max_extracted = max_extracted
+        self.extractor = extractor or extraction.RuleExtractor()
 
     def add(self, user_id: str, content: str, session_id: str | None = None,
             seq: int | None = None, kind: str = "explicit",
@@ -60,7 +61,7 @@ class MemoryBook:
     def extract(self, user_id: str, messages: Sequence[Message]) -> list[str]:
         """Store the durable facts the user stated in ``messages`` (archived ones); returns
         the memories they went to, new or already there."""
-        facts = extraction.extract([m for m in messages if not m.memory_refs])  # a trigger's is stored
+        facts = self.extractor.extract([m for m in messages if not m.memory_refs])  # triggers: stored
         if not facts:
             return []
         sid = messages[0].session_id

@@ -28,6 +28,7 @@ from hermes_redis.errors import (
     StateError,
     ValidationError,
 )
+from hermes_redis.extraction import ChatExtractor, Extractor, RuleExtractor
 from hermes_redis.history import SessionHistory
 from hermes_redis.hot import HotStore
 from hermes_redis.memories import MemoryBook
@@ -71,7 +72,8 @@ class SessionMemory:
         self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
         self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
         persistent = self.config.memory.persistent
-        self.book = MemoryBook(self.cold, self.hot, self.tokenizer, persistent.max_extracted)
+        self.book = MemoryBook(self.cold, self.hot, self.tokenizer, persistent.max_extracted,
+                               self._extractor())
         self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
                                      self.tokenizer, self.book if persistent.auto_extract else None)
         if self.hot.restarted():
@@ -99,6 +101,14 @@ class SessionMemory:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _extractor(self) -> Extractor:
+        """The configured endpoint when there is one (as for summaries), else the rules."""
+        c = self.config
+        model = c.session.compression.summary_model
+        if model == "default" or not c.summarizer.base_url:
+            return RuleExtractor()
+        return ChatExtractor(model, c.summarizer.base_url, c.summarizer.api_key, c.summarizer.timeout)
 
     def _summarizer(self) -> Summarizer:
         offline = self.offline_summarizer

@@ -410,17 +410,24 @@ class ChatSummarizer:
         return self.fallback.shrink(summary, max_tokens)
 
     def _ask(self, previous: str, messages: Sequence[Message], max_tokens: int) -> str:
-        prompt = chat_prompt(previous, messages, max_tokens)
-        body = json.dumps({"model": self.model, "max_tokens": max_tokens, "temperature": 0,
-                           "messages": [{"role": "system", "content": CHAT_SYSTEM},
-                                        {"role": "user", "content": prompt}]}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(f"{self.base_url}/chat/completions", body, headers)
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            data = json.load(resp)
-        return str(data["choices"][0]["message"]["content"])
+        return chat_completion(self.base_url, self.api_key, self.model, CHAT_SYSTEM,
+                               chat_prompt(previous, messages, max_tokens), max_tokens,
+                               self.timeout)
+
+
+def chat_completion(base_url: str, api_key: str | None, model: str, system: str, prompt: str,
+                    max_tokens: int, timeout: float) -> str:
+    """One OpenAI-compatible ``/chat/completions`` call (temperature 0); its reply's text."""
+    body = json.dumps({"model": model, "max_tokens": max_tokens, "temperature": 0,
+                       "messages": [{"role": "system", "content": system},
+                                    {"role": "user", "content": prompt}]}).encode()
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(f"{base_url.rstrip('/')}/chat/completions", body, headers)
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        data = json.load(resp)
+    return str(data["choices"][0]["message"]["content"])
 
 
 CHAT_SYSTEM = (
