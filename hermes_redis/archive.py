@@ -24,9 +24,10 @@ from typing import Any, TypeVar
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Message, new_message_id
 
-# 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time).
+# 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time);
+# 4: messages.item (a framework's structured message, JSON text, NULL for none).
 # Upgraded in place on open (PRAGMA user_version).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, title TEXT,
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
@@ -37,7 +38,7 @@ CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY,
   session_id TEXT REFERENCES sessions(session_id),
   role TEXT NOT NULL, content TEXT NOT NULL, token_count INTEGER, tool_calls JSON,
   file_refs JSON, memory_refs JSON, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
-  seq INTEGER NOT NULL);
+  seq INTEGER NOT NULL, item JSON);
 CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, created_at);
 CREATE UNIQUE INDEX IF NOT EXISTS idx_messages_seq ON messages(session_id, seq);
 CREATE INDEX IF NOT EXISTS idx_sessions_user ON sessions(user_id, updated_at);
@@ -204,6 +205,9 @@ class Archive:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
             if "cleared_seq" not in columns:  # archives written before /clear kept a marker
                 conn.execute("ALTER TABLE sessions ADD COLUMN cleared_seq INTEGER DEFAULT 0")
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(messages)")}
+            if "item" not in columns:  # v4: archives written before items were kept
+                conn.execute("ALTER TABLE messages ADD COLUMN item JSON")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 conn.close()
@@ -308,12 +312,13 @@ class Archive:
             fresh = [m for m in messages if m.message_id not in known]
             conn.executemany(
                 "INSERT OR IGNORE INTO messages (message_id, session_id, role, content,"
-                " token_count, tool_calls, file_refs, memory_refs, created_at, seq)"
-                " SELECT ?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS"
+                " token_count, tool_calls, file_refs, memory_refs, created_at, seq, item)"
+                " SELECT ?,?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS"
                 " (SELECT 1 FROM tombstones WHERE message_id = ?)",
                 [(m.message_id, m.session_id, m.role, full_text.get(m.message_id, m.content),
                   m.token_count, m.tool_calls or None, _json_list(m.file_refs),
-                  _json_list(m.memory_refs), _ts(m.created_at), m.seq, m.message_id)
+                  _json_list(m.memory_refs), _ts(m.created_at), m.seq, m.item_json or None,
+                  m.message_id)
                  for m in fresh],
             )
             added = _in(conn, "SELECT rowid, content FROM messages WHERE message_id IN ({})",
@@ -395,6 +400,15 @@ class Archive:
             conn.execute("DELETE FROM messages WHERE session_id=?", (sid,))
             conn.execute("UPDATE sessions SET status='deleted', summary='', message_count=0,"
                          " total_tokens=0 WHERE session_id=?", (sid,))
+
+    def reclaim(self, sid: str) -> bool:
+        """Remove the row of a deleted session that holds no messages (purged), so its id can
+        start a new session; False when there is no such row. Its tombstones stay: a flush
+        of the old session still in flight must not bring a message back."""
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM sessions WHERE session_id=? AND status='deleted' AND"
+                               " NOT EXISTS (SELECT 1 FROM messages WHERE session_id=?)", (sid, sid))
+            return cur.rowcount == 1
 
     def remember(self, user_id: str, content: str, token_count: int,
                  session_id: str | None) -> str:
@@ -681,6 +695,7 @@ def _message(row: dict[str, Any]) -> Message:
         file_refs=_refs(row["file_refs"]),
         memory_refs=_refs(row["memory_refs"]),
         created_at=parse_ts(row["created_at"]),
+        item_json=row.get("item") or "",
     )
 
 

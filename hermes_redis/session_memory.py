@@ -38,6 +38,7 @@ from hermes_redis.errors import (
 )
 from hermes_redis.history import SessionHistory
 from hermes_redis.hot import HotStore, Meta, new_meta
+from hermes_redis.items import check_item, render
 from hermes_redis.models import (
     STATUSES,
     Context,
@@ -62,7 +63,8 @@ from hermes_redis.triggers import trigger_fact
 log = logging.getLogger(__name__)
 MAX_BATCH = 1000  # messages in one append_many call
 MESSAGE_FIELDS = frozenset(
-    ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at"))
+    ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at",
+     "item"))
 
 
 class SessionMemory:
@@ -114,8 +116,8 @@ class SessionMemory:
                        session_id: str | None = None) -> str:
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         user_id = _check_user(user_id)
-        if session_id is not None and self.cold.session(sid) is not None:
-            raise ValidationError(f"session {sid} already exists; pick another id")
+        if session_id is not None and (row := self.cold.session(sid)) is not None:
+            self._reuse(sid, row, user_id)
         title = check_text(title, "title", self.config.limits.max_title_chars)
         meta = new_meta(user_id, title, time.time())
         if not self.hot.create(sid, meta, self.config.session.ttl):
@@ -124,18 +126,38 @@ class SessionMemory:
         self.cold.write(session_row(sid, meta), [])
         return sid
 
+    def _reuse(self, sid: str, row: dict[str, Any], user_id: str) -> None:
+        """Free the id of a deleted and purged session of the same user for a new session;
+        any other existing id is an error that says why."""
+        if row["status"] != "deleted":
+            raise ValidationError(f"session {sid} already exists; pick another id")
+        if (row["user_id"] or "") != user_id:  # another process may still map the id to its user
+            raise ValidationError(f"session id {sid} belonged to another user; pick another id")
+        kept = self.cold.stats(sid)[0]
+        if kept:
+            raise ValidationError(f"session {sid} was deleted but the archive keeps its {kept} "
+                                  f"message(s); purge them (`hermes-redis session delete {sid} "
+                                  "--purge`) to reuse the id")
+        if not self.cold.reclaim(sid):  # another process took the id meanwhile
+            raise ValidationError(f"session {sid} already exists; pick another id")
+        self.hot.drop(sid)
+        self._users.pop(sid, None)
+
     def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
                file_refs: Any = None, memory_refs: Any = None,
-               message_id: str | None = None, created_at: float | None = None) -> Message:
+               message_id: str | None = None, created_at: float | None = None,
+               item: Any = None) -> Message:
         """Store one message with the next seq. Pass your own ``message_id`` (from
         ``new_message_id()``) to make retries safe: an append whose reply was lost and is
         sent again with the same id returns the stored message instead of a duplicate.
         ``created_at`` (Unix seconds, default now) is for importing a conversation with the
-        times it was said; summaries and recalled excerpts show its date."""
-        item = {"role": role, "content": content, "tool_calls": tool_calls,
-                "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
-                "created_at": created_at}
-        return self._store(check_session_id(session_id), [item], one=True)[0]
+        times it was said; summaries and recalled excerpts show its date. ``item`` (any JSON
+        value: a framework's message object) is kept exactly and never cut; with ``content``
+        empty, a rendering of it (``items.render``) is the content."""
+        fields = {"role": role, "content": content, "tool_calls": tool_calls,
+                  "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
+                  "created_at": created_at, "item": item}
+        return self._store(check_session_id(session_id), [fields], one=True)[0]
 
     def append_many(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         """Store a whole turn (a user message, the assistant's reply, tool calls and results)
@@ -211,9 +233,15 @@ class SessionMemory:
                                   + ", ".join(sorted(MESSAGE_FIELDS)))
         try:
             message_id = item.get("message_id")
+            limit = self.config.limits.max_content_bytes
+            payload = check_item(item.get("item"), limit)
+            content = item.get("content")
+            if payload and (content is None or content == ""):
+                content = render(item.get("item"), limit // 4)  # ≤ 4 bytes a character
             return {
                 "role": check_role(item.get("role")),
-                "content": check_content(item.get("content"), self.config.limits.max_content_bytes),
+                "content": check_content(content, limit),
+                "item": payload,
                 "tool_calls": check_tool_calls(item.get("tool_calls")),
                 "file_refs": check_refs(item.get("file_refs"), "file_refs"),
                 "memory_refs": check_refs(item.get("memory_refs"), "memory_refs"),
@@ -261,7 +289,7 @@ class SessionMemory:
                 tokens = self.tokenizer.count(content)
             msgs.append(Message(sid, 0, c["role"], content, tokens, tool_calls=c["tool_calls"],
                                 file_refs=c["file_refs"], memory_refs=c["memory_refs"],
-                                message_id=message_id,
+                                message_id=message_id, item_json=c["item"],
                                 created_at=now if c["created_at"] is None else c["created_at"]))
         return msgs, full
 
@@ -565,10 +593,35 @@ class SessionMemory:
         self.maintainer.scrub(sid, [t.seq for t in targets])  # a summary must not remember it
         return len(targets)
 
-    def clear(self, session_id: str) -> None:
-        """Empty the context (hot turns and summary); the archive and memories stay."""
+    def pop(self, session_id: str) -> Message | None:
+        """Remove and return the newest message (None: the session has none), from both tiers
+        for good, as a forget does: tombstoned, counters true. Of concurrent pops each gets a
+        different message. A tool result comes back as the hot tier held it (maybe capped);
+        its ``item`` is always whole."""
+        sid = check_session_id(session_id)
+        self._meta(sid)
+        while True:
+            newest = next(iter(self.hot.tail(sid, page_size=4)), None)
+            if newest is None:  # nothing hot (cleared, or expired and rebuilt): the archive's
+                newest = next(iter(self.cold.newest(sid, 0, 1)), None)
+            if newest is None:
+                return None
+            target = Forgotten(newest.message_id, newest.seq, newest.token_count)
+            self.cold.forget(sid, [target])  # archive first: an in-flight flush skips it
+            if self.hot.pop(sid, (target.message_id, target.seq, target.token_count)) \
+                    or self.hot.meta(sid) is None:
+                self.maintainer.scrub(sid, [target.seq])  # a summary must not remember it
+                return newest
+            # a concurrent pop took it: look again
+
+    def clear(self, session_id: str, history: bool = False) -> None:
+        """Empty the context (hot turns and summary); the archive and memories stay.
+        ``history=True`` also forgets every message, from both tiers for good (``messages``
+        is then empty); persistent memories still stay."""
         sid = check_session_id(session_id)
         meta = self._meta(sid)
+        if history:
+            self._forget(sid, self.messages(sid))
         self.maintainer.flush(sid)
         self.hot.compact(sid, None, "", None)
         meta = self._meta(sid)
