@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hermes_redis.client import HermesClient
-from hermes_redis.errors import NotFoundError, ValidationError
+from hermes_redis.errors import NotFoundError, StateError, ValidationError
 from hermes_redis.models import Message, check_session_id
 from hermes_redis.session_memory import MAX_BATCH, SessionMemory
 
@@ -39,13 +39,19 @@ class Store:
 
     def add(self, rows: Sequence[Mapping[str, Any]]) -> None:
         """Append ``rows`` (append_many's items) in order, creating the session on first write;
-        each batch of up to MAX_BATCH is one atomic step."""
+        each batch of up to MAX_BATCH is one atomic step. A deleted and purged session starts
+        over with the same id; a deleted one whose archive is kept is an error saying so."""
         for i in range(0, len(rows), MAX_BATCH):
             batch = rows[i:i + MAX_BATCH]
             try:
                 self.memory.append_many(self.session_id, batch)
             except NotFoundError:
                 self.create()
+                self.memory.append_many(self.session_id, batch)
+            except StateError:
+                if self.memory.info(self.session_id).status != "deleted":
+                    raise
+                self.memory.create_session(user_id=self.user_id, session_id=self.session_id)
                 self.memory.append_many(self.session_id, batch)
 
     def create(self) -> None:

@@ -290,6 +290,19 @@ async def test_a_message_appended_by_other_means_reads_as_an_item(mem):
                                          {"role": "assistant", "content": "seen"}]
 
 
+async def test_a_purged_session_id_starts_over(mem):
+    session = HermesSession("reused", memory=mem)
+    await session.add_items([{"role": "user", "content": "old"}])
+    mem.delete("reused", purge=True)
+    assert await session.get_items() == []
+    await session.add_items([{"role": "user", "content": "new"}])
+    assert await session.get_items() == [{"role": "user", "content": "new"}]
+    mem.delete("reused")  # deleted, archive kept: the adapter says to purge, stores nothing
+    with pytest.raises(ValidationError, match="--purge"):
+        await session.add_items([{"role": "user", "content": "refused"}])
+    assert await session.get_items() == [{"role": "user", "content": "new"}]
+
+
 @function_tool
 def get_weather(city: str) -> str:
     """The weather in a city."""

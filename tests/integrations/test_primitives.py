@@ -72,6 +72,20 @@ def test_pop_reaches_messages_only_the_archive_holds(mem):
     counters_true(mem, sid)
 
 
+def test_a_flush_in_flight_never_brings_a_popped_message_back(rmem):
+    sid = rmem.create_session()
+    rmem.append(sid, "user", "keep")
+    doomed = rmem.append(sid, "assistant", "pop me")
+    meta, pending = rmem.hot.meta(sid), rmem.hot.messages(sid)  # a flush read the backlog...
+    assert rmem.pop(sid).message_id == doomed.message_id       # ...then the pop landed
+    from hermes_redis.compaction import session_row
+
+    rmem.cold.write(session_row(sid, meta), pending)  # ...and the flush commits what it read
+    assert [m.content for m in rmem.cold.messages(sid)] == ["keep"]
+    assert [m.content for m in rmem.messages(sid)] == ["keep"]
+    counters_true(rmem, sid)
+
+
 def test_pop_of_an_unknown_session_is_not_found(mem):
     with pytest.raises(NotFoundError):
         mem.pop("no-such-session")
