@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
 SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality",
-            "memories", "peers", "http")
+            "memories", "peers", "http", "adapters")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(header), flush=True)
 
     from bench import (
+        adapters,
         append,
         compression,
         context_scaling,
@@ -126,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = memories.run(workdir, args.quick)
             elif name == "http":
                 sec = http.run(server, workdir, args.quick)
+            elif name == "adapters":
+                sec = adapters.run(server, workdir, args.quick)
             else:
                 sec = peer_compare.run(server, workdir, args.quick)
             sec.seconds = time.perf_counter() - t0

@@ -24,12 +24,14 @@ from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Memory, Message, new_message_id, parse_ts
 
 # 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time);
-# 4: memories.seq/kind/topic/superseded_by and memory_sources (extracted memories).
+# 4: messages.item (a framework's structured message, JSON text, NULL for none);
+# 5: memories.seq/kind/topic/superseded_by and memory_sources (extracted memories).
 # Upgraded in place on open (PRAGMA user_version).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Columns added after version 1, by table: added in place to an older archive.
 ADDED_COLUMNS = {
     "sessions": {"cleared_seq": "INTEGER DEFAULT 0"},
+    "messages": {"item": "JSON"},
     "memories": {"seq": "INTEGER", "kind": "TEXT DEFAULT 'explicit'", "topic": "TEXT",
                  "superseded_by": "TEXT"},
 }
@@ -43,7 +45,7 @@ CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY,
   session_id TEXT REFERENCES sessions(session_id),
   role TEXT NOT NULL, content TEXT NOT NULL, token_count INTEGER, tool_calls JSON,
   file_refs JSON, memory_refs JSON, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
-  seq INTEGER NOT NULL);
+  seq INTEGER NOT NULL, item JSON);
 CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, created_at);
 CREATE UNIQUE INDEX IF NOT EXISTS idx_messages_seq ON messages(session_id, seq);
 CREATE INDEX IF NOT EXISTS idx_sessions_user ON sessions(user_id, updated_at);
@@ -322,12 +324,13 @@ class Archive:
             fresh = [m for m in messages if m.message_id not in known]
             conn.executemany(
                 "INSERT OR IGNORE INTO messages (message_id, session_id, role, content,"
-                " token_count, tool_calls, file_refs, memory_refs, created_at, seq)"
-                " SELECT ?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS"
+                " token_count, tool_calls, file_refs, memory_refs, created_at, seq, item)"
+                " SELECT ?,?,?,?,?,?,?,?,?,?,? WHERE NOT EXISTS"
                 " (SELECT 1 FROM tombstones WHERE message_id = ?)",
                 [(m.message_id, m.session_id, m.role, full_text.get(m.message_id, m.content),
                   m.token_count, m.tool_calls or None, _json_list(m.file_refs),
-                  _json_list(m.memory_refs), _ts(m.created_at), m.seq, m.message_id)
+                  _json_list(m.memory_refs), _ts(m.created_at), m.seq, m.item_json or None,
+                  m.message_id)
                  for m in fresh],
             )
             added = _in(conn, "SELECT rowid, content FROM messages WHERE message_id IN ({})",
@@ -376,8 +379,10 @@ class Archive:
             conn.execute("UPDATE sessions SET status=?, updated_at=? WHERE session_id=?",
                          (status, _ts(time.time()), sid))
 
-    def forget(self, sid: str, targets: Sequence[Forgotten]) -> list[Forgotten]:
-        """Tombstone and delete; returns the targets that were not forgotten before.
+    def forget(self, sid: str, targets: Sequence[Forgotten],
+               memories: bool = True) -> list[Forgotten]:
+        """Tombstone and delete, and (``memories``) the memories only these messages stated;
+        returns the targets that were not forgotten before.
 
         A flush racing this either commits first (and is deleted here) or finds the
         tombstone and skips the row (invariant 4).
@@ -397,7 +402,8 @@ class Archive:
                     conn.execute("DELETE FROM messages_fts WHERE rowid=?", (row[0],))
                     conn.execute("DELETE FROM messages WHERE rowid=?", (row[0],))
             self._recount(conn, sid)
-            self._forget_derived(conn, sid, [t.seq for t in targets])
+            if memories:
+                self._forget_derived(conn, sid, [t.seq for t in targets])
         return fresh
 
     def _forget_derived(self, conn: sqlite3.Connection, sid: str, seqs: Sequence[int] | None) -> None:
@@ -438,6 +444,15 @@ class Archive:
             conn.execute("DELETE FROM messages WHERE session_id=?", (sid,))
             conn.execute("UPDATE sessions SET status='deleted', summary='', message_count=0,"
                          " total_tokens=0 WHERE session_id=?", (sid,))
+
+    def reclaim(self, sid: str) -> bool:
+        """Remove the row of a deleted session that holds no messages (purged), so its id can
+        start a new session; False when there is no such row. Its tombstones stay: a flush
+        of the old session still in flight must not bring a message back."""
+        with self._tx() as conn:
+            cur = conn.execute("DELETE FROM sessions WHERE session_id=? AND status='deleted' AND"
+                               " NOT EXISTS (SELECT 1 FROM messages WHERE session_id=?)", (sid, sid))
+            return cur.rowcount == 1
 
     def remember(self, user_id: str, content: str, token_count: int, session_id: str | None,
                  seq: int | None = None, kind: str = "explicit", topic: str | None = None,
@@ -769,6 +784,7 @@ def _message(row: dict[str, Any]) -> Message:
         file_refs=_refs(row["file_refs"]),
         memory_refs=_refs(row["memory_refs"]),
         created_at=parse_ts(row["created_at"]),
+        item_json=row.get("item") or "",
     )
 
 

@@ -343,15 +343,40 @@ def forget(state: State, session_id: str, last: int | None, keyword: str | None)
 
 @session.command()
 @click.argument("session_id")
+@click.option("--history", is_flag=True,
+              help="Also forget every message from both tiers for good (memories stay).")
 @pass_state
-def clear(state: State, session_id: str) -> None:
+def clear(state: State, session_id: str, history: bool) -> None:
     """Empty the session's context; the archive and persistent memories stay."""
     sid = state.sid(session_id)
     mem = state.mem()
-    mem.clear(sid)
+    count = mem.info(sid).message_count if history else 0
+    mem.clear(sid, history=history)
+    if history:
+        click.echo(f"Cleared session {sid} and forgot its {plural(count, 'message')} from both "
+                   "tiers; persistent memories stay.")
+        return
     kept = mem.info(sid).message_count
     click.echo(f"Cleared the context of session {sid}; the archive keeps its "
                f"{plural(kept, 'message')} and persistent memories stay.")
+
+
+@session.command()
+@click.argument("session_id")
+@json_option
+@pass_state
+def pop(state: State, session_id: str, as_json: bool) -> None:
+    """Remove the newest message from both tiers for good and show it."""
+    sid = state.sid(session_id)
+    msg = state.mem().pop(sid)
+    if as_json:
+        emit_json(None if msg is None else msg.as_dict())
+        return
+    if msg is None:
+        click.echo(f"Nothing popped: session {sid} has no messages.")
+        return
+    click.echo(f"Popped message {msg.seq} ({msg.role}) from session {sid}: "
+               f"{truncate(one_line(msg.content), SNIPPET_CELLS)}")
 
 
 @session.command()

@@ -11,6 +11,7 @@ JSON error code) as ``SessionMemory``, so switching from in-process to remote is
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,7 @@ from hermes_redis.errors import (
     StateError,
     ValidationError,
 )
+from hermes_redis.items import check_item
 from hermes_redis.models import Context, Memory, Message, SessionInfo, SessionPage, check_session_id
 
 
@@ -61,6 +63,7 @@ def message_from(data: Mapping[str, Any]) -> Message:
                                                        separators=(",", ":")),
         file_refs=tuple(data.get("file_refs") or ()), memory_refs=tuple(data.get("memory_refs") or ()),
         created_at=data["created_at"],
+        item_json=check_item(data.get("item"), sys.maxsize),
     )
 
 
@@ -182,12 +185,13 @@ class HermesClient:
     # --- messages ---------------------------------------------------------------------------
     def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
                file_refs: Any = None, memory_refs: Any = None,
-               message_id: str | None = None, created_at: float | None = None) -> Message:
-        item = {"role": role, "content": content, "tool_calls": tool_calls,
-                "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
-                "created_at": created_at}
+               message_id: str | None = None, created_at: float | None = None,
+               item: Any = None) -> Message:
+        fields = {"role": role, "content": content, "tool_calls": tool_calls,
+                  "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
+                  "created_at": created_at, "item": item}
         data = self._call("POST", f"/v1/sessions/{self._sid(session_id)}/messages",
-                          json_body={k: v for k, v in item.items() if v is not None})
+                          json_body={k: v for k, v in fields.items() if v is not None})
         return message_from(data)
 
     def append_many(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
@@ -242,8 +246,13 @@ class HermesClient:
         return int(self._call("POST", f"/v1/sessions/{self._sid(session_id)}/forget",
                               json_body={"keyword": keyword})["forgotten"])
 
-    def clear(self, session_id: str) -> None:
-        self._call("POST", f"/v1/sessions/{self._sid(session_id)}/clear")
+    def clear(self, session_id: str, history: bool = False) -> None:
+        self._call("POST", f"/v1/sessions/{self._sid(session_id)}/clear",
+                   params={"history": "true" if history else None})
+
+    def pop(self, session_id: str) -> Message | None:
+        data = self._call("POST", f"/v1/sessions/{self._sid(session_id)}/pop")
+        return None if data["message"] is None else message_from(data["message"])
 
     def archive(self, session_id: str) -> None:
         self._call("POST", f"/v1/sessions/{self._sid(session_id)}/archive")

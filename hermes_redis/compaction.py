@@ -19,7 +19,7 @@ from typing import Any
 from hermes_redis import metrics
 from hermes_redis.archive import Archive, Forgotten
 from hermes_redis.config import Config
-from hermes_redis.errors import HermesError, NotFoundError, StateError
+from hermes_redis.errors import HermesError, NotFoundError, StateError, ValidationError
 from hermes_redis.hot import HotStore
 from hermes_redis.memories import MemoryBook
 from hermes_redis.models import Message, SessionMeta
@@ -175,17 +175,52 @@ class Maintainer:
         newest = self.cold.newest(sid, meta.summary_seq, self.config.session.max_messages)
         self.hot.hydrate(sid, meta, newest, self.ttl)
 
-    def forget(self, sid: str, doomed: list[Message]) -> int:
+    def forget(self, sid: str, doomed: list[Message], memories: bool = True) -> int:
         """Remove ``doomed`` from both tiers and from the summary: the archive first
-        (tombstones stop in-flight flushes), then the hot tier (invariant 4)."""
+        (tombstones stop in-flight flushes), then the hot tier (invariant 4). ``memories``:
+        also the persistent memories only they stated (a clear keeps them)."""
         if not doomed:
             return 0
         targets = [Forgotten(m.message_id, m.seq, m.token_count) for m in doomed]
-        self.cold.forget(sid, targets)  # and the memories only these messages stated
+        self.cold.forget(sid, targets, memories)
         self.hot.forget(sid, [(t.message_id, t.seq, t.token_count) for t in targets])
         self.hot.memories_changed(self.load(sid).user_id)
         self.scrub(sid, [t.seq for t in targets])  # a summary must not remember it
         return len(targets)
+
+    def pop(self, sid: str) -> Message | None:
+        """Forget and return the newest message, archive first (an in-flight flush skips it),
+        then the hot tier; a concurrent pop that took it first makes this look again."""
+        self.load(sid)
+        while True:
+            newest = next(iter(self.hot.tail(sid, page_size=4)), None)
+            if newest is None:  # nothing hot (cleared, or expired and rebuilt): the archive's
+                newest = next(iter(self.cold.newest(sid, 0, 1)), None)
+            if newest is None:
+                return None
+            target = Forgotten(newest.message_id, newest.seq, newest.token_count)
+            self.cold.forget(sid, [target])  # and the memories only it stated
+            if self.hot.pop(sid, (target.message_id, target.seq, target.token_count)) \
+                    or self.hot.meta(sid) is None:
+                self.hot.memories_changed(self.load(sid).user_id)
+                self.scrub(sid, [target.seq])  # a summary must not remember it
+                return newest
+
+    def reuse(self, sid: str, row: Mapping[str, Any], user_id: str) -> None:
+        """Free the id of a deleted and purged session of the same user for a new session;
+        any other existing id is an error that says why."""
+        if row["status"] != "deleted":
+            raise ValidationError(f"session {sid} already exists; pick another id")
+        if (row["user_id"] or "") != user_id:  # another process may still map the id to its user
+            raise ValidationError(f"session id {sid} belonged to another user; pick another id")
+        kept = self.cold.stats(sid)[0]
+        if kept:
+            raise ValidationError(f"session {sid} was deleted but the archive keeps its {kept} "
+                                  f"message(s); purge them (`hermes-redis session delete {sid} "
+                                  "--purge`) to reuse the id")
+        if not self.cold.reclaim(sid):  # another process took the id meanwhile
+            raise ValidationError(f"session {sid} already exists; pick another id")
+        self.hot.drop(sid)
 
     def clear(self, sid: str) -> None:
         """Empty the context (hot turns and summary) from the newest seq on; every message

@@ -134,6 +134,11 @@ class HotStore(ABC):
         """Remove (message_id, seq, tokens) targets; idempotent per message_id."""
 
     @abstractmethod
+    def pop(self, sid: str, target: tuple[str, int, int]) -> bool:
+        """Forget one (message_id, seq, tokens) target, atomically: True for the one call that
+        forgot it, False when it was forgotten already (a concurrent pop got it)."""
+
+    @abstractmethod
     def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
         """Load a session back from the archive (``meta`` and its newest ``messages``, all
         archived, so it gets ``ttl``); False, changing nothing, when the store holds it."""
@@ -414,6 +419,14 @@ class MemoryHot(HotStore):
             meta["message_count"] = str(int(meta["message_count"]) - len(fresh))
             meta["total_tokens"] = str(int(meta["total_tokens"]) - sum(t[2] for t in fresh))
             return len(items) - len(self._lists[sid])
+
+    def pop(self, sid: str, target: tuple[str, int, int]) -> bool:
+        with self._lock:
+            meta = self._hash(sid)
+            if meta is None or f"forgot:{target[0]}" in meta:
+                return False
+            self.forget(sid, [target])
+            return True
 
     def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
         with self._lock:
@@ -713,6 +726,10 @@ class RedisHot(HotStore):
         keys = [self.meta_key(sid), self.list_key(sid)]
         args = [x for target in targets for x in target]
         return int(self._call(lambda: self._scripts["forget"](keys=keys, args=args)))
+
+    def pop(self, sid: str, target: tuple[str, int, int]) -> bool:
+        keys = [self.meta_key(sid), self.list_key(sid)]
+        return bool(self._call(lambda: self._scripts["pop"](keys=keys, args=list(target))))
 
     def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
         keys = [self.meta_key(sid), self.list_key(sid), self.index_key()]

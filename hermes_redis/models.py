@@ -20,15 +20,20 @@ from hermes_redis.errors import ValidationError
 
 ROLES = ("user", "assistant", "system", "tool")
 STATUSES = ("active", "archived", "deleted")
+MAX_REF_CHARS = 4096  # one file path or memory id in file_refs / memory_refs
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MESSAGE_ID_RE = re.compile(r"[0-9a-f]{32}")
 
 WIRE_VERSION = 1
 # Wire layout v1: fixarray(10) | version | uint64 seq | message_id | role | content |
 # token_count | tool_calls (JSON text, "" for none) | file_refs | memory_refs | created_at.
+# v2 (a message with an ``item``): fixarray(11), the same ten then item (JSON text).
+# A message without an item is still written as v1, so v1 readers keep reading it.
 # seq sits at a fixed offset (bytes 4..11, 1-based) so the append script can stamp it
-# without decoding the message.
+# without decoding the message; the scripts accept both headers.
+WIRE_VERSION_ITEM = 2
 _HEADER = b"\x9a" + bytes([WIRE_VERSION]) + b"\xcf"
+_HEADER_ITEM = b"\x9b" + bytes([WIRE_VERSION_ITEM]) + b"\xcf"
 SEQ_OFFSET = len(_HEADER)
 
 
@@ -145,6 +150,11 @@ def check_refs(refs: object, name: str) -> tuple[str, ...]:
             raise ValidationError(f"{name} is not valid JSON: pass a list of strings") from None
     if not isinstance(refs, list | tuple) or not all(isinstance(r, str) for r in refs):
         raise ValidationError(f"{name} must be a list of strings")
+    for i, ref in enumerate(refs):
+        if len(ref) > MAX_REF_CHARS:
+            raise ValidationError(f"{name}[{i}] is over {MAX_REF_CHARS} characters: "
+                                  "refer to it by a shorter name")
+        check_text(ref, f"{name}[{i}]", MAX_REF_CHARS)
     return tuple(refs)
 
 
@@ -160,29 +170,39 @@ class Message:
     file_refs: tuple[str, ...] = ()
     memory_refs: tuple[str, ...] = ()
     created_at: float = field(default_factory=lambda: round(time.time(), 6))
+    item_json: str = ""  # the caller's structured payload as JSON text ("" for none)
+
+    @property
+    def item(self) -> Any:
+        """The structured payload exactly as appended (None when there is none)."""
+        return json.loads(self.item_json) if self.item_json else None
 
     def pack(self) -> bytes:
         """The wire bytes; ``seq`` is written as a fixed-width uint64 the script can overwrite."""
-        rest = msgpack.packb(
-            [
-                self.message_id,
-                self.role,
-                self.content,
-                self.token_count,
-                self.tool_calls,
-                list(self.file_refs),
-                list(self.memory_refs),
-                self.created_at,
-            ]
-        )
-        # Drop the inner array header: the items continue the outer fixarray(10).
-        return _HEADER + struct.pack(">Q", self.seq) + rest[1:]
+        fields_: list[Any] = [
+            self.message_id,
+            self.role,
+            self.content,
+            self.token_count,
+            self.tool_calls,
+            list(self.file_refs),
+            list(self.memory_refs),
+            self.created_at,
+        ]
+        header = _HEADER
+        if self.item_json:
+            fields_.append(self.item_json)
+            header = _HEADER_ITEM
+        # Drop the inner array header: the items continue the outer fixarray.
+        return header + struct.pack(">Q", self.seq) + msgpack.packb(fields_)[1:]
 
     @classmethod
     def unpack(cls, session_id: str, raw: bytes) -> Message:
         fields_ = msgpack.unpackb(raw, raw=False)
-        if not isinstance(fields_, list) or not fields_ or fields_[0] != WIRE_VERSION:
+        if not isinstance(fields_, list) or not fields_ or (fields_[0], len(fields_)) not in (
+                (WIRE_VERSION, 10), (WIRE_VERSION_ITEM, 11)):
             raise ValueError(f"unknown wire version in {raw[:12]!r}")
+        item_json = fields_.pop() if fields_[0] == WIRE_VERSION_ITEM else ""
         _, seq, mid, role, content, tokens, tool_calls, file_refs, memory_refs, created = fields_
         return cls(
             session_id=session_id,
@@ -195,6 +215,7 @@ class Message:
             file_refs=tuple(file_refs),
             memory_refs=tuple(memory_refs),
             created_at=created,
+            item_json=item_json,
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -209,6 +230,7 @@ class Message:
             "file_refs": list(self.file_refs),
             "memory_refs": list(self.memory_refs),
             "created_at": self.created_at,
+            "item": self.item,
         }
 
 

@@ -273,7 +273,8 @@ def summary_line(r: SessionReport) -> str:
         return (f"covers {seqs_upto(i.summary_seq)} ({turns} of {r.turns}), "
                 f"{r.summary_tokens:,} tokens; newer turns verbatim")
     if i.summary_seq:
-        return f"none; {seqs_upto(i.summary_seq)} left the context (cleared), the archive keeps them"
+        kept = "the archive keeps them" if i.message_count else "and were forgotten"
+        return f"none; {seqs_upto(i.summary_seq)} left the context (cleared), {kept}"
     return "none yet: every turn is verbatim"
 
 

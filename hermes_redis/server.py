@@ -133,7 +133,11 @@ class SessionIn(Strict):
 
 class MessageIn(Strict):
     role: str = Field(json_schema_extra={"enum": list(ROLES)})
-    content: str = Field(json_schema_extra=TEXT_SHAPE)
+    content: str | None = Field(None, description="the text; required unless item is given "
+                                "(then a rendering of the item stands in for it)",
+                                json_schema_extra=TEXT_SHAPE)
+    item: Any = Field(None, description="any JSON value (a framework's message object), "
+                                        "stored and returned exactly, never cut")
     tool_calls: list[Any] | dict[str, Any] | None = None
     file_refs: list[str] | None = None
     memory_refs: list[str] | None = None
@@ -174,10 +178,16 @@ class MessageOut(BaseModel):
     file_refs: list[str]
     memory_refs: list[str]
     created_at: float
+    item: Any = None
 
 
 class MessagesOut(BaseModel):
     messages: list[MessageOut]
+
+
+class PoppedOut(BaseModel):
+    message: MessageOut | None = Field(description="the newest message, now forgotten; null "
+                                                   "when the session had none")
 
 
 class SessionOut(BaseModel):
@@ -602,7 +612,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
             raise ValidationError(f"unknown field {sorted(unknown)[0]!r}: use "
                                   + ", ".join(sorted(MESSAGE_FIELDS)))
         for required, what in (("role", f"one of {', '.join(ROLES)}"), ("content", "the text")):
-            if required not in data:
+            if required not in data and not (required == "content" and "item" in data):
                 raise ValidationError(f"{required} is required: {what}")
         if _oversized([data], limit):
             request.state.too_large = True
@@ -641,10 +651,18 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
 
     @app.post("/v1/sessions/{session_id}/clear", response_model=SessionOut,
               responses=ERROR_RESPONSES, tags=["sessions"])
-    def clear(session_id: SessionId, p: Who) -> JSONResponse:
-        """Empty the context (hot turns and summary); the archive and memories stay."""
-        mem.clear(owned(p, session_id))
+    def clear(session_id: SessionId, p: Who, history: bool = False) -> JSONResponse:
+        """Empty the context (hot turns and summary); the archive and memories stay.
+        ``history=true`` also forgets every message from both tiers; memories stay."""
+        mem.clear(owned(p, session_id), history=history)
         return info_json(session_id)
+
+    @app.post("/v1/sessions/{session_id}/pop", response_model=PoppedOut,
+              responses=ERROR_RESPONSES, tags=["messages"])
+    def pop(session_id: SessionId, p: Who) -> JSONResponse:
+        """Remove and return the newest message, from both tiers for good (as a forget)."""
+        msg = mem.pop(owned(p, session_id))
+        return JSONResponse({"message": None if msg is None else msg.as_dict()})
 
     @app.post("/v1/sessions/{session_id}/archive", response_model=SessionOut,
               responses=ERROR_RESPONSES, tags=["sessions"])

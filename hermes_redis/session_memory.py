@@ -31,6 +31,7 @@ from hermes_redis.errors import (
 from hermes_redis.extraction import ChatExtractor, Extractor, RuleExtractor
 from hermes_redis.history import SessionHistory
 from hermes_redis.hot import HotStore
+from hermes_redis.items import check_item, render
 from hermes_redis.memories import MemoryBook
 from hermes_redis.models import (
     STATUSES,
@@ -58,7 +59,8 @@ from hermes_redis.triggers import trigger_fact
 log = logging.getLogger(__name__)
 MAX_BATCH = 1000  # messages in one append_many call
 MESSAGE_FIELDS = frozenset(
-    ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at"))
+    ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at",
+     "item"))
 
 
 class SessionMemory:
@@ -126,8 +128,9 @@ class SessionMemory:
         a ValidationError if any tier knows it). It is listed and found by prefix at once."""
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         user_id = _check_user(user_id)
-        if session_id is not None and self.cold.session(sid) is not None:
-            raise ValidationError(f"session {sid} already exists; pick another id")
+        if session_id is not None and (row := self.cold.session(sid)) is not None:
+            self.maintainer.reuse(sid, row, user_id)
+            self._users.pop(sid, None)
         title = check_text(title, "title", self.config.limits.max_title_chars)
         meta = SessionMeta.new(user_id, title, time.time())
         if not self.hot.create(sid, meta, self.config.session.ttl):
@@ -136,18 +139,21 @@ class SessionMemory:
         self.cold.write(meta.to_row(sid), [])
         return sid
 
-    def append(self, session_id: str, role: str, content: str, tool_calls: Any = None,
+    def append(self, session_id: str, role: str, content: str = "", tool_calls: Any = None,
                file_refs: Any = None, memory_refs: Any = None,
-               message_id: str | None = None, created_at: float | None = None) -> Message:
+               message_id: str | None = None, created_at: float | None = None,
+               item: Any = None) -> Message:
         """Store one message with the next seq. Pass your own ``message_id`` (from
         ``new_message_id()``) to make retries safe: an append whose reply was lost and is
         sent again with the same id returns the stored message instead of a duplicate.
         ``created_at`` (Unix seconds, default now) is for importing a conversation with the
-        times it was said; summaries and recalled excerpts show its date."""
-        item = {"role": role, "content": content, "tool_calls": tool_calls,
-                "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
-                "created_at": created_at}
-        return self._store(check_session_id(session_id), [item], one=True)[0]
+        times it was said; summaries and recalled excerpts show its date. ``item`` (any JSON
+        value: a framework's message object) is kept exactly and never cut; with ``content``
+        empty, a rendering of it (``items.render``) is the content."""
+        fields = {"role": role, "content": content, "tool_calls": tool_calls,
+                  "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
+                  "created_at": created_at, "item": item}
+        return self._store(check_session_id(session_id), [fields], one=True)[0]
 
     def append_many(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         """Store a whole turn (a user message, the assistant's reply, tool calls and results)
@@ -228,9 +234,15 @@ class SessionMemory:
                                   + ", ".join(sorted(MESSAGE_FIELDS)))
         try:
             message_id = item.get("message_id")
+            limit = self.config.limits.max_content_bytes
+            payload = check_item(item.get("item"), limit)
+            content = item.get("content")
+            if payload and (content is None or content == ""):
+                content = render(item.get("item"), limit // 4)  # ≤ 4 bytes a character
             return {
                 "role": check_role(item.get("role")),
-                "content": check_content(item.get("content"), self.config.limits.max_content_bytes),
+                "content": check_content(content, limit),
+                "item": payload,
                 "tool_calls": check_tool_calls(item.get("tool_calls")),
                 "file_refs": check_refs(item.get("file_refs"), "file_refs"),
                 "memory_refs": check_refs(item.get("memory_refs"), "memory_refs"),
@@ -278,7 +290,7 @@ class SessionMemory:
                 tokens = self.tokenizer.count(content)
             msgs.append(Message(sid, 0, c["role"], content, tokens, tool_calls=c["tool_calls"],
                                 file_refs=c["file_refs"], memory_refs=c["memory_refs"],
-                                message_id=message_id,
+                                message_id=message_id, item_json=c["item"],
                                 created_at=now if c["created_at"] is None else c["created_at"]))
         return msgs, full
 
@@ -567,9 +579,22 @@ class SessionMemory:
     def _forget(self, sid: str, doomed: list[Message]) -> int:
         return self.maintainer.forget(sid, doomed)
 
-    def clear(self, session_id: str) -> None:
-        """Empty the context (hot turns and summary); the archive and memories stay."""
-        self.maintainer.clear(check_session_id(session_id))
+    def pop(self, session_id: str) -> Message | None:
+        """Remove and return the newest message (None: the session has none), from both tiers
+        for good, as a forget does: tombstoned, counters true. Of concurrent pops each gets a
+        different message. A tool result comes back as the hot tier held it (maybe capped);
+        its ``item`` is always whole."""
+        return self.maintainer.pop(check_session_id(session_id))
+
+    def clear(self, session_id: str, history: bool = False) -> None:
+        """Empty the context (hot turns and summary); the archive and memories stay.
+        ``history=True`` also forgets every message, from both tiers for good (``messages``
+        is then empty); persistent memories still stay."""
+        sid = check_session_id(session_id)
+        if history:
+            self._meta(sid)
+            self.maintainer.forget(sid, self.messages(sid), memories=False)  # /clear keeps them
+        self.maintainer.clear(sid)
 
     def archive(self, session_id: str) -> None:
         """Keep everything but stop loading the session into context."""

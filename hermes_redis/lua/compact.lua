@@ -27,7 +27,8 @@ while true do
   local head = redis.call('LINDEX', list, 0)
   if not head then break end
   -- a corrupted head entry cannot be archived (reads skip it): drop it, say so in the log
-  if #head >= 11 and string.sub(head, 1, 1) == '\154' and string.sub(head, 3, 3) == '\207' then
+  local h = string.sub(head, 1, 1)  -- '\154' / '\155': wire v1 / v2 (models.py)
+  if #head >= 11 and (h == '\154' or h == '\155') and string.sub(head, 3, 3) == '\207' then
     local hi, lo = struct.unpack('>I4I4', head, 4)
     if hi * 4294967296 + lo > bound then break end
   else

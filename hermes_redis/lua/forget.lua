@@ -18,7 +18,8 @@ end
 local removed = 0
 for _, item in ipairs(redis.call('LRANGE', list, 0, -1)) do
   -- a corrupted entry (too short or another header) is no target: skip it, never fail
-  local ok = #item >= 11 and string.sub(item, 1, 1) == '\154' and string.sub(item, 3, 3) == '\207'
+  local h = string.sub(item, 1, 1)  -- '\154' / '\155': wire v1 / v2 (models.py)
+  local ok = #item >= 11 and (h == '\154' or h == '\155') and string.sub(item, 3, 3) == '\207'
   local hi, lo = 0, 0
   if ok then hi, lo = struct.unpack('>I4I4', item, 4) end
   if ok and drop[hi * 4294967296 + lo] then
