@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_redis import metrics
-from hermes_redis.archive import Archive
+from hermes_redis.archive import ArchiveStore
 from hermes_redis.config import Config
 from hermes_redis.errors import HermesError, StateError
 from hermes_redis.hot import HotStore, Meta
@@ -60,7 +60,7 @@ def split_turns(messages: list[Message]) -> list[list[Message]]:
 
 
 class Maintainer:
-    def __init__(self, config: Config, hot: HotStore, archive: Archive,
+    def __init__(self, config: Config, hot: HotStore, archive: ArchiveStore,
                  summarizer: Summarizer, tokenizer: Tokenizer) -> None:
         self.config, self.hot, self.archive, self.summarizer = config, hot, archive, summarizer
         self.tokenizer = tokenizer

@@ -16,7 +16,7 @@ from typing import Any
 from hermes_redis import config as config_mod
 from hermes_redis import metrics, tool_results
 from hermes_redis.archive import (
-    Archive,
+    ArchiveStore,
     Forgotten,
     SearchHit,
     fts_matches,
@@ -24,7 +24,7 @@ from hermes_redis.archive import (
     relevant,
     snippet,
 )
-from hermes_redis.backends import open_hot, rq_dispatcher
+from hermes_redis.backends import open_archive, open_hot, rq_dispatcher
 from hermes_redis.compaction import CompactResult, Maintainer, session_row, split_turns, sweep
 from hermes_redis.config import Config
 from hermes_redis.context import SummaryFolds, build_context
@@ -67,11 +67,11 @@ MESSAGE_FIELDS = frozenset(
 
 class SessionMemory:
     def __init__(self, config: Config | None = None, *, hot: HotStore | None = None,
-                 archive: Archive | None = None) -> None:
+                 archive: ArchiveStore | None = None) -> None:
         self.config = config or Config()
         self.tokenizer: Tokenizer = get_tokenizer(self.config.model.encoding)
         self.hot = hot or open_hot(self.config)
-        self.cold = archive or Archive(self.config.archive_path)
+        self.cold = archive or open_archive(self.config)
         self.offline_summarizer = ExtractiveSummarizer(self.tokenizer)
         self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
         self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
