@@ -1,5 +1,6 @@
-"""Fixtures: one private redis-server per test run, a fresh key prefix and SQLite file per test,
-and the behaviour suite parametrized over both backends."""
+"""Fixtures: one private redis-server (and, when a test asks, one private PostgreSQL) per test
+run, a fresh key prefix and SQLite file (or PostgreSQL schema) per test, and the behaviour
+suites parametrized over both hot backends and both archives."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytest
 import redis
 
 from hermes_redis import Config, SessionMemory
+from hermes_redis.archive import Archive, ArchiveStore
+from hermes_redis.archive_pg import PostgresArchive
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
 for _var in [v for v in os.environ if v.startswith("HERMES_")]:
@@ -78,3 +82,34 @@ def rmem(config_factory) -> Iterator[SessionMemory]:  # type: ignore[no-untyped-
     memory = SessionMemory(config_factory("redis"))
     yield memory
     memory.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One private PostgreSQL per test run, started by the first test that needs it."""
+    server = PostgresServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> str:
+    """The URL of a fresh, empty schema on the private PostgreSQL (its search_path)."""
+    return postgres_server.new_schema()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def archive_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def archive(archive_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ArchiveStore]:
+    """Each archive, empty: the SQLite file and a fresh PostgreSQL schema."""
+    store: ArchiveStore
+    if archive_kind == "sqlite":
+        store = Archive(tmp_path / "memory.db")
+    else:
+        store = PostgresArchive(request.getfixturevalue("pg_url"), pool_size=2)
+    yield store
+    store.close()
