@@ -437,7 +437,8 @@ class PostgresArchive:
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
                limit: int) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
-        ``query``, best ts_rank first (any word may match; CJK by character pairs), each
+        ``query``, best ts_rank first (divided by 1 + log of the length: short matches first,
+        as BM25 ranks them; any word may match; CJK by character pairs), each
         followed by the message after it (the reply that usually holds the answer)."""
         terms = self._rare(recall_terms(query))
         if not terms:
@@ -445,7 +446,7 @@ class PostgresArchive:
         match = " | ".join(f"({term_query(t)})" for t in terms)
         rows = self._read(
             f"SELECT {_COLUMNS} FROM messages WHERE fts @@ %s::tsquery AND session_id=%s"
-            " AND seq>%s AND seq<%s ORDER BY ts_rank(fts, %s::tsquery) DESC, seq LIMIT %s",
+            " AND seq>%s AND seq<%s ORDER BY ts_rank(fts, %s::tsquery, 1) DESC, seq LIMIT %s",
             (match, sid, after_seq, before_seq, match, limit))
         wanted = sorted({r["seq"] + 1 for r in rows if r["seq"] + 1 < before_seq})
         found = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s"
@@ -522,7 +523,7 @@ class PostgresArchive:
             return []
         sql = (
             "SELECT m.session_id, m.seq, m.role, m.content, s.title,"
-            " ts_rank(m.fts, %s::tsquery) AS score"
+            " ts_rank(m.fts, %s::tsquery, 1) AS score"
             " FROM messages m JOIN sessions s ON s.session_id = m.session_id"
             " WHERE m.fts @@ %s::tsquery AND s.status != 'deleted'"
         )

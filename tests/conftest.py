@@ -57,15 +57,33 @@ def make_config(tmp_path: Path, backend: str, redis_url: str | None, **session: 
 
 
 @pytest.fixture
-def config_factory(tmp_path: Path, redis_url: str):  # type: ignore[no-untyped-def]
+def config_factory(tmp_path: Path, redis_url: str, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """``backend`` is a hot backend, or ``redis+pg``: Redis with a PostgreSQL archive."""
     def factory(backend: str = "redis", **session: object) -> Config:
+        if backend == "redis+pg":
+            config = make_config(tmp_path, "redis", redis_url, **session)
+            return config.with_overrides(archive={"url": request.getfixturevalue("pg_url")})
         return make_config(tmp_path, backend, redis_url, **session)
 
     return factory
 
 
-@pytest.fixture(params=["redis", "memory"])
+# The end-to-end slice that also runs on the PostgreSQL archive (Redis hot tier): each `mem`
+# / `backend` test of these modules gets a third case. The archive's own behaviour is
+# tests/test_archive.py's, on both archives.
+PG_ARCHIVE_MODULES = frozenset({"test_session_memory", "test_search", "test_listing", "test_context"})
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        extra = ["redis+pg"] if metafunc.module.__name__.rsplit(".", 1)[-1] in PG_ARCHIVE_MODULES \
+            else []
+        metafunc.parametrize("backend", ["redis", "memory", *extra], indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
+    """The hot backend a test runs on: each of them, by ``pytest_generate_tests``."""
     return str(request.param)
 
 
