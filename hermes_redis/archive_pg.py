@@ -581,5 +581,22 @@ def schema_version(conn: psycopg.Connection[Any]) -> int:
     return int(_value(row) or 0) if row else 0
 
 
+def probe(url: str, timeout: float = 5.0) -> tuple[str, int, bool]:
+    """(server version, schema version, whether this user may write the archive's tables),
+    read without writing anything: what ``doctor`` reports."""
+    where = redact_url(url)
+    try:
+        with psycopg.connect(url, connect_timeout=max(1, round(timeout))) as conn:
+            info = conn.info.parameter_status("server_version") or "?"
+            version = schema_version(conn)
+            row = conn.execute("SELECT has_table_privilege('messages', 'INSERT, UPDATE, DELETE')"
+                               " AND has_table_privilege('sessions', 'INSERT, UPDATE')"
+                               ).fetchone() if version else (True,)
+            return info, version, bool(row and _value(row))
+    except psycopg.Error as err:
+        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise BackendUnavailableError(f"cannot reach the archive at {where} ({text})") from None
+
+
 def _value(row: Any) -> Any:
     return next(iter(row.values())) if isinstance(row, dict) else row[0]

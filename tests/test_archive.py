@@ -332,3 +332,22 @@ def test_pg_unreachable_is_one_clear_line() -> None:
     message = str(info.value)
     assert "\n" not in message and "secret" not in message and "archive.url" in message
     assert time.monotonic() - started < 5
+
+
+def test_pg_doctor_reports_reachable_schema_and_unreachable(pg_url: str) -> None:
+    from hermes_redis.config import Config
+    from hermes_redis.doctor import archive_check
+    from tests.redis_server import free_port
+
+    config = Config().with_overrides(archive={"url": pg_url})
+    empty = archive_check(config)
+    assert empty.status == "warn" and "no hermes tables yet" in empty.detail
+    opened = PostgresArchive(pg_url)
+    assert opened.session("x") is None  # the first use creates the tables
+    opened.close()
+    ready = archive_check(config)
+    assert ready.status == "ok", ready
+    assert f"schema version {archive_pg.SCHEMA_VERSION}" in ready.detail and "writable" in ready.detail
+    gone = archive_check(Config().with_overrides(
+        archive={"url": f"postgresql://u:pw@127.0.0.1:{free_port()}/db"}))
+    assert gone.status == "fail" and "cannot reach" in gone.detail and "pw" not in gone.detail
