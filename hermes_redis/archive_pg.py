@@ -83,24 +83,32 @@ SCHEMA_VERSION = max(MIGRATIONS)
 _MIGRATION_LOCK = 0x6865726D6573  # "hermes": one process migrates at a time
 
 # tsvector limits: a lexeme of at most 2047 bytes, positions up to 16383 (later words keep
-# position 16383: still found, but not as phrases), and about 1 MB of vector in all.
-_MAX_LEXEME_BYTES = 2047
-_MAX_VECTOR_CHARS = 900_000
+# position 16383: still found, but not as phrases), and under 1 MB of distinct lexemes.
+_MAX_LEXEME_CHARS = 511  # 4 bytes at most each: under 2047 bytes
+_MAX_LEXEMES_BYTES = 1_000_000
 
 
 def fts_vector(text: str) -> str:
     """``text`` as a tsvector literal: SQLite FTS5's tokens (``fts_text`` then lower-cased
     letter/digit runs) with their positions, built here so PostgreSQL's parser (which reads
     e-mails, URLs and hyphenated words its own way) never decides what a word is."""
-    parts, size = [], 0
-    for i, token in enumerate(_TOKENS.findall(fts_text(text).lower()), 1):
-        token = token.encode()[:_MAX_LEXEME_BYTES].decode(errors="ignore")
-        part = f"'{token}':{min(i, 16383)}"
-        size += len(part) + 1
-        if size > _MAX_VECTOR_CHARS:
-            break
-        parts.append(part)
-    return " ".join(parts)
+    tokens = [t[:_MAX_LEXEME_CHARS] for t in _TOKENS.findall(fts_text(text).lower())]
+    if len(text) > _MAX_LEXEMES_BYTES // 4:  # only a huge text can pass the limit
+        tokens = _within_limit(tokens)
+    return " ".join(f"'{t}':{min(i, 16383)}" for i, t in enumerate(tokens, 1))
+
+
+def _within_limit(tokens: list[str]) -> list[str]:
+    """The first tokens whose distinct lexemes fit the tsvector's size limit."""
+    seen: set[str] = set()
+    size = 0
+    for i, token in enumerate(tokens):
+        if token not in seen:
+            seen.add(token)
+            size += len(token.encode()) + 8  # and its entry
+            if size > _MAX_LEXEMES_BYTES:
+                return tokens[:i]
+    return tokens
 
 
 def _phrase(words: list[str], prefix: bool) -> str:
@@ -225,6 +233,12 @@ class PostgresArchive:
         with self._tx(sid) as conn:
             self._upsert_session(conn, session)
             added = 0
+            ids = [m.message_id for m in messages]
+            known = {r["message_id"] for r in conn.execute(
+                "SELECT message_id FROM messages WHERE message_id = ANY(%s) UNION"
+                " SELECT message_id FROM tombstones WHERE message_id = ANY(%s)", (ids, ids))
+            } if messages else set()
+            messages = [m for m in messages if m.message_id not in known]  # a re-flush: cheap
             if messages:
                 texts = [full_text.get(m.message_id, m.content) for m in messages]
                 cur = conn.execute(

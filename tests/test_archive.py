@@ -351,3 +351,23 @@ def test_pg_doctor_reports_reachable_schema_and_unreachable(pg_url: str) -> None
     gone = archive_check(Config().with_overrides(
         archive={"url": f"postgresql://u:pw@127.0.0.1:{free_port()}/db"}))
     assert gone.status == "fail" and "cannot reach" in gone.detail and "pw" not in gone.detail
+
+
+def test_a_huge_message_is_archived_and_found(archive: ArchiveStore) -> None:
+    log = "".join(f"line {i % 700} status ok\n" for i in range(30_000))  # a 600 KB tool result
+    body = log + "认" * 5000 + " x" * 20_000 + " needle at the end"
+    [m] = msgs("s1", [body])
+    assert archive.write(row("s1"), [m]) == 1
+    assert archive.messages("s1")[0].content == body
+    assert [h.seq for h in archive.search("status ok")] == [1]
+    assert [h.seq for h in archive.search("needle")] == [1]  # past tsvector's last position
+
+
+def test_pg_a_message_past_the_tsvector_limit_is_kept_whole(pg_url: str) -> None:
+    """More distinct words than a tsvector holds (1 MB): stored whole, its first ones found."""
+    archive = PostgresArchive(pg_url)
+    body = " ".join(f"w{i}" for i in range(200_000)) + " needle"
+    archive.write(row("s1"), msgs("s1", [body]))
+    assert archive.messages("s1")[0].content == body
+    assert [h.seq for h in archive.search("w7")] == [1] and archive.search("needle") == []
+    archive.close()
