@@ -371,3 +371,34 @@ def test_pg_a_message_past_the_tsvector_limit_is_kept_whole(pg_url: str) -> None
     assert archive.messages("s1")[0].content == body
     assert [h.seq for h in archive.search("w7")] == [1] and archive.search("needle") == []
     archive.close()
+
+
+def test_pg_a_forget_racing_flushes_stays_forgotten(pg_url: str) -> None:
+    """Flushes of the whole session from two processes' pools while a third forgets half of
+    it: whatever the interleaving, no forgotten message is left (invariant 4)."""
+    flushers = [PostgresArchive(pg_url, pool_size=1) for _ in range(2)]
+    forgetter = PostgresArchive(pg_url, pool_size=1)
+    batch = msgs("s1", [f"text {i}" for i in range(60)])
+    forgetter.write(row("s1"), [])
+    doomed = [Forgotten(m.message_id, m.seq, m.token_count) for m in batch[::2]]
+    done = threading.Event()
+
+    def flush(a: PostgresArchive) -> None:
+        while not done.is_set():
+            a.write(row("s1"), batch)
+
+    threads = [threading.Thread(target=flush, args=(a,)) for a in flushers]
+    for t in threads:
+        t.start()
+    try:
+        for target in doomed:
+            forgetter.forget("s1", [target])
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    left = {m.message_id for m in forgetter.messages("s1")}
+    assert not left & {t.message_id for t in doomed}
+    assert forgetter.stats("s1")[0] == forgetter.session("s1")["message_count"]  # type: ignore[index]
+    for a in [*flushers, forgetter]:
+        a.close()
