@@ -19,8 +19,8 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality", "peers",
-            "http")
+SECTIONS = ("append", "memory", "context", "flush", "archives", "listing", "compression", "quality",
+            "peers", "http")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -90,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench import (
         append,
+        archives,
         compression,
         context_scaling,
         flush,
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = context_scaling.run(server, workdir, args.quick)
             elif name == "flush":
                 sec = flush.run(server, workdir, args.quick)
+            elif name == "archives":
+                sec = archives.run(workdir, args.quick)
             elif name == "listing":
                 sec = listing.run(server, workdir, args.quick)
             elif name == "compression":
