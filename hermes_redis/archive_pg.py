@@ -48,7 +48,7 @@ from hermes_redis.models import Message, new_message_id
 # e.g. 4: "ALTER TABLE messages ADD COLUMN IF NOT EXISTS item JSON".
 MIGRATIONS: dict[int, str] = {
     1: """
-CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, title TEXT,
+CREATE TABLE IF NOT EXISTS sessions (session_id TEXT COLLATE "C" PRIMARY KEY, user_id TEXT, title TEXT,
   created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
   total_tokens INTEGER DEFAULT 0, message_count INTEGER DEFAULT 0,
   status TEXT DEFAULT 'active', summary TEXT,
@@ -405,25 +405,25 @@ class PostgresArchive:
 
     def session_ids_like(self, prefix: str, limit: int = 6) -> list[str]:
         """Up to ``limit`` session ids starting with ``prefix`` (an index range: ids are ASCII
-        below DEL, and the comparisons are byte-wise)."""
-        rows = self._read("SELECT session_id FROM sessions WHERE session_id COLLATE \"C\" >= %s"
-                          " AND session_id COLLATE \"C\" < %s ORDER BY session_id COLLATE \"C\""
+        below DEL, and the column's collation is "C", byte-wise, as SQLite compares)."""
+        rows = self._read("SELECT session_id FROM sessions WHERE session_id >= %s"
+                          " AND session_id < %s ORDER BY session_id"
                           " LIMIT %s", (prefix, prefix + "\x7f", limit))
         return [r["session_id"] for r in rows]
 
     def count_ids_like(self, prefix: str) -> int:
-        return int(self._read("SELECT count(*) AS n FROM sessions WHERE session_id COLLATE \"C\""
-                              " >= %s AND session_id COLLATE \"C\" < %s",
+        return int(self._read("SELECT count(*) AS n FROM sessions WHERE session_id"
+                              " >= %s AND session_id < %s",
                               (prefix, prefix + "\x7f"))[0]["n"])
 
     def neighbours(self, sids: Sequence[str]) -> set[str]:
         """The ids sorted next to each of ``sids``: enough to find their shortest unique prefixes."""
         out: set[str] = set()
         for sid in sids:
-            for sql in ("SELECT session_id FROM sessions WHERE session_id COLLATE \"C\" < %s"
-                        " ORDER BY session_id COLLATE \"C\" DESC LIMIT 1",
-                        "SELECT session_id FROM sessions WHERE session_id COLLATE \"C\" > %s"
-                        " ORDER BY session_id COLLATE \"C\" LIMIT 1"):
+            for sql in ("SELECT session_id FROM sessions WHERE session_id < %s"
+                        " ORDER BY session_id DESC LIMIT 1",
+                        "SELECT session_id FROM sessions WHERE session_id > %s"
+                        " ORDER BY session_id LIMIT 1"):
                 out.update(r["session_id"] for r in self._read(sql, (sid,)))
         return out
 
@@ -560,8 +560,10 @@ _COLUMNS = ("message_id, session_id, role, content, token_count, tool_calls, fil
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
-    """Each pooled connection: ISO dates, and timestamps and JSON loaded as text."""
+    """Each pooled connection: ISO dates in UTC (CURRENT_TIMESTAMP as SQLite's), and
+    timestamps and JSON loaded as text."""
     conn.execute("SET datestyle = 'ISO, YMD'")
+    conn.execute("SET timezone = 'UTC'")
     for name in ("timestamp", "json"):
         conn.adapters.register_loader(name, _TextLoader)
 
