@@ -163,20 +163,18 @@ class PostgresArchive:
         with self._lock:
             if self._pool is not None and self._pid == os.getpid():
                 return self._pool
-            pool = ConnectionPool(
-                self.url, min_size=1, max_size=self.pool_size, open=False, timeout=self.timeout,
-                kwargs={"autocommit": True, "row_factory": dict_row,
-                        "connect_timeout": max(1, round(self.timeout))},
-                configure=_configure, name="hermes-archive")
-            try:
-                pool.open(wait=True, timeout=self.timeout)
-                with pool.connection() as conn:
+            kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
+                                      "connect_timeout": max(1, round(self.timeout))}
+            try:  # one direct connection first: an unreachable server fails at once, in one line
+                with psycopg.connect(self.url, **kwargs) as conn:
+                    _configure(conn)
                     migrate(conn, self.where)
-            except BaseException as err:
-                pool.close()
-                if isinstance(err, psycopg.Error | PoolTimeout):
-                    raise self._unavailable(err) from None
-                raise
+            except psycopg.Error as err:
+                raise self._unavailable(err) from None
+            pool = ConnectionPool(self.url, min_size=1, max_size=self.pool_size, open=False,
+                                  timeout=self.timeout, kwargs=kwargs, configure=_configure,
+                                  name="hermes-archive")
+            pool.open()
             self._pool, self._pid = pool, os.getpid()
             return pool
 
