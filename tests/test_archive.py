@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -402,3 +403,31 @@ def test_pg_a_forget_racing_flushes_stays_forgotten(pg_url: str) -> None:
     assert forgetter.stats("s1")[0] == forgetter.session("s1")["message_count"]  # type: ignore[index]
     for a in [*flushers, forgetter]:
         a.close()
+
+
+def test_pg_cli_end_to_end(tmp_path: Path, redis_url: str, pg_url: str) -> None:
+    """The CLI on a PostgreSQL archive: a session archived by a flush is listed and found,
+    keys live in PostgreSQL, doctor reports it, and the SQLite file is never created."""
+    from click.testing import CliRunner
+
+    from hermes_redis import SessionMemory, config
+    from hermes_redis.cli import cli
+    from tests.test_cli import write_config
+
+    path = write_config(tmp_path, redis_url, archive={"url": pg_url})
+    with SessionMemory(config.load(path)) as mem:
+        sid = mem.create_session(user_id="alice")
+        mem.append(sid, "user", "帮我写一个 FastAPI 的用户认证接口")
+        mem.flush(sid)
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli, ["--config", str(path), *args])
+        assert "Traceback" not in result.output
+        return result.output
+
+    assert sid in run("session", "list", "--json")
+    assert '"tier": "archive"' in run("search", "认证", "--json")
+    assert "alice" in run("key", "create", "--user", "alice") and "alice" in run("key", "list")
+    assert "PostgreSQL" in next(line for line in run("doctor").splitlines() if " archive " in line)
+    assert not (tmp_path / "memory.db").exists()
