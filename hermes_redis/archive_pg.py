@@ -131,7 +131,7 @@ def ts_query(query: str) -> str:
 
 def term_query(term: str) -> str:
     """One ``recall_terms`` term (``"a b"`` or ``"word"*``) as a tsquery."""
-    words = [w for w in _TOKENS.findall(term.lower())]
+    words = _TOKENS.findall(term.lower())
     if term.endswith("*"):  # FTS5's prefix phrase: every word a prefix
         return " <-> ".join(f"'{w}':*" for w in words)
     return _phrase(words, prefix=False)
