@@ -683,7 +683,9 @@ def _keys(state: State) -> KeyStore:
     if state.server_url:
         raise ConfigError("key commands run on the server's host, not through --server; "
                           "drop --server (and $HERMES_SERVER_URL)")
-    return KeyStore(open_archive(state.config()))
+    archive = open_archive(state.config())
+    click.get_current_context().call_on_close(archive.close)  # a PostgreSQL pool's threads
+    return KeyStore(archive)
 
 
 @key.command("create")
