@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "listing", "compression", "quality",
+SECTIONS = ("append", "memory", "context", "flush", "archives", "listing", "compression", "quality",
             "memories", "peers", "http", "adapters")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench import (
         adapters,
         append,
+        archives,
         compression,
         context_scaling,
         flush,
@@ -117,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = context_scaling.run(server, workdir, args.quick)
             elif name == "flush":
                 sec = flush.run(server, workdir, args.quick)
+            elif name == "archives":
+                sec = archives.run(workdir, args.quick)
             elif name == "listing":
                 sec = listing.run(server, workdir, args.quick)
             elif name == "compression":

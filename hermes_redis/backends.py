@@ -9,6 +9,7 @@ from collections.abc import Callable
 import redis
 
 from hermes_redis import embedded
+from hermes_redis.archive import Archive, ArchiveStore
 from hermes_redis.config import Config
 from hermes_redis.errors import BackendUnavailableError, ConfigError
 from hermes_redis.hot import HotStore, MemoryHot, RedisHot, redact_url
@@ -41,6 +42,19 @@ def open_hot(config: Config) -> HotStore:
     store.ping()
     check_server(store, config)
     return store
+
+
+def open_archive(config: Config) -> ArchiveStore:
+    """The cold tier the config asks for: PostgreSQL at ``archive.url``, else the SQLite file
+    at ``archive.path``. Both connect on first use."""
+    if config.archive.url is None:
+        return Archive(config.archive_path)
+    try:
+        from hermes_redis.archive_pg import PostgresArchive
+    except ImportError as err:
+        raise ConfigError(f"{config.source}: archive.url needs the PostgreSQL driver ({err.name} "
+                          "is missing); pip install 'hermes-redis[postgres]'") from None
+    return PostgresArchive(config.archive.url, pool_size=config.archive.pool_size)
 
 
 def check_server(store: RedisHot, config: Config) -> None:

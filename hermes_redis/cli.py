@@ -21,7 +21,7 @@ import click
 
 from hermes_redis import __version__, embedded
 from hermes_redis import config as config_mod
-from hermes_redis.archive import Archive
+from hermes_redis.backends import open_archive
 from hermes_redis.client import HermesClient
 from hermes_redis.config import Config
 from hermes_redis.errors import ConfigError, HermesError
@@ -713,7 +713,9 @@ def _keys(state: State) -> KeyStore:
     if state.server_url:
         raise ConfigError("key commands run on the server's host, not through --server; "
                           "drop --server (and $HERMES_SERVER_URL)")
-    return KeyStore(Archive(state.config().archive_path))
+    archive = open_archive(state.config())
+    click.get_current_context().call_on_close(archive.close)  # a PostgreSQL pool's threads
+    return KeyStore(archive)
 
 
 @key.command("create")

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hermes_redis import metrics
-from hermes_redis.archive import Archive, Forgotten
+from hermes_redis.archive import ArchiveStore, Forgotten
 from hermes_redis.config import Config
 from hermes_redis.errors import HermesError, NotFoundError, StateError, ValidationError
 from hermes_redis.hot import HotStore
@@ -49,7 +49,7 @@ def split_turns(messages: list[Message]) -> list[list[Message]]:
 
 
 class Maintainer:
-    def __init__(self, config: Config, hot: HotStore, cold: Archive,
+    def __init__(self, config: Config, hot: HotStore, cold: ArchiveStore,
                  summarizer: Summarizer, tokenizer: Tokenizer,
                  book: MemoryBook | None = None) -> None:
         self.config, self.hot, self.cold, self.summarizer = config, hot, cold, summarizer

@@ -76,6 +76,8 @@ class Redis:
 class Archive:
     data_dir: str = "~/.hermes/data"
     path: str | None = None
+    url: str | None = None  # postgresql://…: the archive on PostgreSQL instead of SQLite at path
+    pool_size: int = 5  # PostgreSQL connections each process may hold
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,7 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "HERMES_QUEUE": ("redis", "queue"),
     "HERMES_DATA_DIR": ("archive", "data_dir"),
     "HERMES_ARCHIVE_PATH": ("archive", "path"),
+    "HERMES_ARCHIVE_URL": ("archive", "url"),
     "HERMES_BACKEND": ("memory", "session", "backend"),
     "HERMES_SUMMARIZER_API_KEY": ("summarizer", "api_key"),
     "HERMES_SERVER_HOST": ("server", "host"),
@@ -338,6 +341,10 @@ def _check(cfg: Config) -> None:
         (cfg.server.workers >= 1, "server.workers must be at least 1"),
         (cfg.server.max_body_bytes >= cfg.limits.max_content_bytes,
          "server.max_body_bytes must be at least limits.max_content_bytes"),
+        (cfg.archive.url is None or cfg.archive.url.startswith(("postgresql://", "postgres://")),
+         "archive.url must be a PostgreSQL URL (postgresql://user:password@host:port/db), "
+         "or null for the SQLite archive at archive.path"),
+        (cfg.archive.pool_size >= 1, "archive.pool_size must be at least 1"),
         (_valid_prefix(cfg.redis.key_prefix), "redis.key_prefix must be 1-32 characters of [A-Za-z0-9_.-]"),
     ]
     for ok, message in rules:

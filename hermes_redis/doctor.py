@@ -104,6 +104,8 @@ def _client(config: Config, checks: list[Check]) -> redis.Redis | None:
 
 
 def archive_check(config: Config) -> Check:
+    if config.archive.url:
+        return postgres_check(config.archive.url)
     path = config.archive_path
     if not path.exists():
         return Check("archive", WARN, f"archive {path} does not exist yet",
@@ -129,6 +131,35 @@ def archive_check(config: Config) -> Check:
                      f"this hermes-redis ({SCHEMA_VERSION})", "upgrade hermes-redis")
     return Check("archive", OK, f"archive {path}: writable, integrity ok, schema version "
                  f"{version or SCHEMA_VERSION}")
+
+
+def postgres_check(url: str) -> Check:
+    """A PostgreSQL archive: reachable, its schema version known, its tables writable."""
+    where = redact_url(url)
+    try:
+        from hermes_redis import archive_pg
+    except ImportError as err:
+        return Check("archive", FAIL, f"archive.url is set but the PostgreSQL driver is missing "
+                     f"({err.name})", "pip install 'hermes-redis[postgres]'")
+    try:
+        server, version, writable = archive_pg.probe(url)
+    except HermesError as err:
+        return Check("archive", FAIL, str(err), "start PostgreSQL or fix archive.url / "
+                     "HERMES_ARCHIVE_URL (host, port, user, password, database)")
+    if version > archive_pg.SCHEMA_VERSION:
+        return Check("archive", FAIL, f"archive {where} has schema version {version}, newer than "
+                     f"this hermes-redis ({archive_pg.SCHEMA_VERSION})", "upgrade hermes-redis")
+    if not version:
+        return Check("archive", WARN, f"archive {where} (PostgreSQL {server}) has no hermes "
+                     "tables yet", "they are created on first use; check archive.url if you "
+                     "expected some")
+    if not writable:
+        return Check("archive", FAIL, f"archive {where}: this user may not write its tables",
+                     "GRANT INSERT, UPDATE, DELETE on the archive's tables to it")
+    upgrade = (f" (upgraded to {archive_pg.SCHEMA_VERSION} on first use)"
+               if version < archive_pg.SCHEMA_VERSION else "")
+    return Check("archive", OK, f"archive {where} (PostgreSQL {server}): writable, schema "
+                 f"version {version}{upgrade}")
 
 
 def worker_checks(config: Config, client: redis.Redis) -> list[Check]:

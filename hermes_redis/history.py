@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
-from hermes_redis.archive import Archive
+from hermes_redis.archive import ArchiveStore
 from hermes_redis.compaction import Maintainer
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Message
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class SessionHistory:
     """One session's history for ``build_context`` (the ``context.History`` protocol)."""
 
-    def __init__(self, sid: str, maintainer: Maintainer, cold: Archive, tokenizer: Tokenizer,
+    def __init__(self, sid: str, maintainer: Maintainer, cold: ArchiveStore, tokenizer: Tokenizer,
                  tool_result_max_tokens: int) -> None:
         self.sid, self.maintainer, self.cold = sid, maintainer, cold
         self.tokenizer, self.limit = tokenizer, tool_result_max_tokens

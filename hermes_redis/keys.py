@@ -12,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_redis.archive import Archive
+from hermes_redis.archive import ArchiveStore
 from hermes_redis.errors import NotFoundError, ValidationError
 from hermes_redis.models import parse_ts
 
@@ -48,7 +48,7 @@ def _key(row: dict[str, Any]) -> ApiKey:
 class KeyStore:
     """Create, list, revoke and check keys; the archive stores them."""
 
-    def __init__(self, archive: Archive) -> None:
+    def __init__(self, archive: ArchiveStore) -> None:
         self.archive = archive
 
     def create(self, user_id: str | None) -> tuple[ApiKey, str]:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Sequence
 
 from hermes_redis import extraction
-from hermes_redis.archive import Archive
+from hermes_redis.archive import ArchiveStore
 from hermes_redis.hot import HotStore
 from hermes_redis.models import Memory, Message
 from hermes_redis.tokens import Tokenizer
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 class MemoryBook:
-    def __init__(self, cold: Archive, hot: HotStore, tokenizer: Tokenizer, max_extracted: int,
+    def __init__(self, cold: ArchiveStore, hot: HotStore, tokenizer: Tokenizer, max_extracted: int,
                  extractor: extraction.Extractor | None = None) -> None:
         self.cold, self.hot, self.tokenizer = cold, hot, tokenizer
         self.max_extracted = max_extracted

@@ -361,6 +361,7 @@ class Memory:
     kind: str = "explicit"
     topic: str | None = None
     superseded_by: str | None = None
+    token_count: int = 0
 
     @property
     def current(self) -> bool:

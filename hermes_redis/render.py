@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hermes_redis.errors import StateError
+from hermes_redis.hot import redact_url
 from hermes_redis.models import Context, SessionInfo
 
 if TYPE_CHECKING:
@@ -243,7 +244,8 @@ def session_report(mem: SessionMemory, sid: str) -> SessionReport:
         summary_tokens=mem.tokenizer.count(info.summary) if info.summary else 0,
         ttl_config=mem.config.session.ttl, encoding=mem.tokenizer.describe(),
         backend=mem.hot.name, redis_url=mem.hot.url,
-        archive_path=str(mem.config.archive_path),
+        archive_path=redact_url(mem.config.archive.url) if mem.config.archive.url
+        else str(mem.config.archive_path),
         redis_warnings=tuple(mem.hot.warnings),
     )
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from hermes_redis import config as config_mod
 from hermes_redis import metrics, tool_results
-from hermes_redis.archive import Archive, SearchHit, fts_matches, relevant, snippet
-from hermes_redis.backends import open_hot, rq_dispatcher
+from hermes_redis.archive import ArchiveStore, SearchHit, fts_matches, relevant, snippet
+from hermes_redis.backends import open_archive, open_hot, rq_dispatcher
 from hermes_redis.compaction import CompactResult, Maintainer, split_turns
 from hermes_redis.config import Config
 from hermes_redis.context import SummaryFolds, build_context
@@ -65,11 +65,11 @@ MESSAGE_FIELDS = frozenset(
 
 class SessionMemory:
     def __init__(self, config: Config | None = None, *, hot: HotStore | None = None,
-                 archive: Archive | None = None) -> None:
+                 archive: ArchiveStore | None = None) -> None:
         self.config = config or Config()
         self.tokenizer: Tokenizer = get_tokenizer(self.config.model.encoding)
         self.hot = hot or open_hot(self.config)
-        self.cold = archive or Archive(self.config.archive_path)
+        self.cold = archive or open_archive(self.config)
         self.offline_summarizer = ExtractiveSummarizer(self.tokenizer)
         self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
         self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user

@@ -1,5 +1,6 @@
-"""Fixtures: one private redis-server per test run, a fresh key prefix and SQLite file per test,
-and the behaviour suite parametrized over both backends."""
+"""Fixtures: one private redis-server (and, when a test asks, one private PostgreSQL) per test
+run, a fresh key prefix and SQLite file (or PostgreSQL schema) per test, and the behaviour
+suites parametrized over both hot backends and both archives."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import pytest
 import redis
 
 from hermes_redis import Config, SessionMemory
+from hermes_redis.archive import Archive, ArchiveStore
+from hermes_redis.archive_pg import PostgresArchive
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
 for _var in [v for v in os.environ if v.startswith("HERMES_")]:
@@ -53,15 +57,33 @@ def make_config(tmp_path: Path, backend: str, redis_url: str | None, **session: 
 
 
 @pytest.fixture
-def config_factory(tmp_path: Path, redis_url: str):  # type: ignore[no-untyped-def]
+def config_factory(tmp_path: Path, redis_url: str, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """``backend`` is a hot backend, or ``redis+pg``: Redis with a PostgreSQL archive."""
     def factory(backend: str = "redis", **session: object) -> Config:
+        if backend == "redis+pg":
+            config = make_config(tmp_path, "redis", redis_url, **session)
+            return config.with_overrides(archive={"url": request.getfixturevalue("pg_url")})
         return make_config(tmp_path, backend, redis_url, **session)
 
     return factory
 
 
-@pytest.fixture(params=["redis", "memory"])
+# The end-to-end slice that also runs on the PostgreSQL archive (Redis hot tier): each `mem`
+# / `backend` test of these modules gets a third case. The archive's own behaviour is
+# tests/test_archive.py's, on both archives.
+PG_ARCHIVE_MODULES = frozenset({"test_session_memory", "test_search", "test_listing", "test_context"})
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames:
+        extra = ["redis+pg"] if metafunc.module.__name__.rsplit(".", 1)[-1] in PG_ARCHIVE_MODULES \
+            else []
+        metafunc.parametrize("backend", ["redis", "memory", *extra], indirect=True)
+
+
+@pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
+    """The hot backend a test runs on: each of them, by ``pytest_generate_tests``."""
     return str(request.param)
 
 
@@ -78,3 +100,34 @@ def rmem(config_factory) -> Iterator[SessionMemory]:  # type: ignore[no-untyped-
     memory = SessionMemory(config_factory("redis"))
     yield memory
     memory.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One private PostgreSQL per test run, started by the first test that needs it."""
+    server = PostgresServer().start()
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> str:
+    """The URL of a fresh, empty schema on the private PostgreSQL (its search_path)."""
+    return postgres_server.new_schema()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def archive_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def archive(archive_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ArchiveStore]:
+    """Each archive, empty: the SQLite file and a fresh PostgreSQL schema."""
+    store: ArchiveStore
+    if archive_kind == "sqlite":
+        store = Archive(tmp_path / "memory.db")
+    else:
+        store = PostgresArchive(request.getfixturevalue("pg_url"), pool_size=2)
+    yield store
+    store.close()

@@ -81,3 +81,14 @@ def test_bad_env_value_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("HERMES_BACKEND", "mongo")
     with pytest.raises(ConfigError, match="backend"):
         config.load(write(tmp_path, ""))
+
+
+def test_archive_url_from_the_file_or_the_environment(tmp_path, monkeypatch):
+    path = write(tmp_path, "archive:\n  url: postgresql://u@db:5432/hermes\n  pool_size: 3\n")
+    cfg = config.load(path)
+    assert (cfg.archive.url, cfg.archive.pool_size) == ("postgresql://u@db:5432/hermes", 3)
+    monkeypatch.setenv("HERMES_ARCHIVE_URL", "postgres://other/x")
+    assert config.load(path).archive.url == "postgres://other/x"
+    monkeypatch.setenv("HERMES_ARCHIVE_URL", "mysql://nope/x")
+    with pytest.raises(ConfigError, match=r"HERMES_ARCHIVE_URL.*archive.url must be a PostgreSQL URL"):
+        config.load(path)

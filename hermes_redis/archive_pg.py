@@ -1,0 +1,729 @@
+"""The cold tier on PostgreSQL (``archive.url``): the SQLite archive's tables and behaviour
+for deployments past one machine. Needs the ``postgres`` extra (psycopg 3 and its pool).
+
+Same tables and columns as ``archive.SCHEMA``; timestamps and JSON read back as the text
+SQLite gives, so rows, cursors and ``parse_ts`` work unchanged. Search uses a ``tsvector``
+column built here from the same tokens as SQLite's FTS5 index (lower-cased runs of letters
+and digits, each CJK character on its own), so both archives find the same messages.
+
+Every write takes a per-session transaction lock (``pg_advisory_xact_lock``): flushes,
+forgets and purges of one session run one at a time across processes, as SQLite's
+``BEGIN IMMEDIATE`` makes them, which keeps tombstones final (invariant 4) and counters
+true (invariant 5) under concurrent flushes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.adapt import Loader
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from hermes_redis.archive import (
+    _TOKENS,
+    RECALL_MAX_POSTINGS,
+    Forgotten,
+    SearchHit,
+    _json_list,
+    _memory,
+    _message,
+    _refs,
+    _ts,
+    _with_replies,
+    fts_text,
+    recall_terms,
+    snippet,
+)
+from hermes_redis.errors import BackendUnavailableError
+from hermes_redis.hot import redact_url
+from hermes_redis.models import Memory, Message, new_message_id
+
+# Numbered as SQLite's (archive.SCHEMA_VERSION), so one number means one set of columns.
+# Each step runs once, in order, in one transaction; adding a column is one more entry,
+# e.g. 4: "ALTER TABLE messages ADD COLUMN IF NOT EXISTS item JSON".
+MIGRATIONS: dict[int, str] = {
+    1: """
+CREATE TABLE IF NOT EXISTS sessions (session_id TEXT COLLATE "C" PRIMARY KEY, user_id TEXT, title TEXT,
+  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP, updated_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  total_tokens INTEGER DEFAULT 0, message_count INTEGER DEFAULT 0,
+  status TEXT DEFAULT 'active', summary TEXT,
+  summary_seq INTEGER DEFAULT 0, last_seq INTEGER DEFAULT 0);
+CREATE TABLE IF NOT EXISTS messages (message_id TEXT PRIMARY KEY,
+  session_id TEXT REFERENCES sessions(session_id),
+  role TEXT NOT NULL, content TEXT NOT NULL, token_count INTEGER, tool_calls JSON,
+  file_refs JSON, memory_refs JSON, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  seq INTEGER NOT NULL, fts TSVECTOR NOT NULL);
+CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, created_at);
+CREATE UNIQUE INDEX IF NOT EXISTS idx_messages_seq ON messages(session_id, seq);
+CREATE INDEX IF NOT EXISTS idx_messages_fts ON messages USING GIN (fts);
+CREATE INDEX IF NOT EXISTS idx_sessions_user ON sessions(user_id, updated_at);
+CREATE TABLE IF NOT EXISTS tombstones (message_id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+  seq INTEGER, forgotten_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+CREATE INDEX IF NOT EXISTS idx_tombstones_session ON tombstones(session_id);
+CREATE TABLE IF NOT EXISTS memories (memory_id TEXT PRIMARY KEY, user_id TEXT NOT NULL,
+  session_id TEXT, content TEXT NOT NULL, token_count INTEGER,
+  created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP);
+CREATE INDEX IF NOT EXISTS idx_memories_user ON memories(user_id, created_at);
+CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, user_id TEXT,
+  key_hash TEXT NOT NULL UNIQUE, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+  revoked_at TIMESTAMP);
+""",
+    2: "ALTER TABLE sessions ADD COLUMN IF NOT EXISTS cleared_seq INTEGER DEFAULT 0",
+    3: """
+CREATE INDEX IF NOT EXISTS idx_sessions_user_page ON sessions(user_id, status, updated_at, session_id);
+CREATE INDEX IF NOT EXISTS idx_sessions_page ON sessions(status, updated_at, session_id);
+""",
+    4: "ALTER TABLE messages ADD COLUMN IF NOT EXISTS item JSON",
+    5: """
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS seq INTEGER;
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS kind TEXT DEFAULT 'explicit';
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS topic TEXT;
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS superseded_by TEXT;
+CREATE TABLE IF NOT EXISTS memory_sources (memory_id TEXT NOT NULL, session_id TEXT NOT NULL,
+  seq INTEGER NOT NULL, PRIMARY KEY (memory_id, session_id, seq));
+CREATE INDEX IF NOT EXISTS idx_memory_sources_message ON memory_sources(session_id, seq);
+""",
+}
+SCHEMA_VERSION = max(MIGRATIONS)
+_MIGRATION_LOCK = 0x6865726D6573  # "hermes": one process migrates at a time
+
+# tsvector limits: a lexeme of at most 2047 bytes, positions up to 16383 (later words keep
+# position 16383: still found, but not as phrases), and under 1 MB of distinct lexemes.
+_MAX_LEXEME_CHARS = 511  # 4 bytes at most each: under 2047 bytes
+_MAX_LEXEMES_BYTES = 1_000_000
+
+
+def fts_vector(text: str) -> str:
+    """``text`` as a tsvector literal: SQLite FTS5's tokens (``fts_text`` then lower-cased
+    letter/digit runs) with their positions, built here so PostgreSQL's parser (which reads
+    e-mails, URLs and hyphenated words its own way) never decides what a word is."""
+    tokens = [t[:_MAX_LEXEME_CHARS] for t in _TOKENS.findall(fts_text(text).lower())]
+    if len(text) > _MAX_LEXEMES_BYTES // 4:  # only a huge text can pass the limit
+        tokens = _within_limit(tokens)
+    return " ".join(f"'{t}':{min(i, 16383)}" for i, t in enumerate(tokens, 1))
+
+
+def _within_limit(tokens: list[str]) -> list[str]:
+    """The first tokens whose distinct lexemes fit the tsvector's size limit."""
+    seen: set[str] = set()
+    size = 0
+    for i, token in enumerate(tokens):
+        if token not in seen:
+            seen.add(token)
+            size += len(token.encode()) + 8  # and its entry
+            if size > _MAX_LEXEMES_BYTES:
+                return tokens[:i]
+    return tokens
+
+
+def _phrase(words: list[str], prefix: bool) -> str:
+    """Consecutive tokens as a tsquery phrase, the last one a prefix when ``prefix``."""
+    return " <-> ".join(f"'{w}'" + (":*" if prefix and i == len(words) - 1 else "")
+                        for i, w in enumerate(words))
+
+
+def ts_query(query: str) -> str:
+    """``archive.fts_query`` for PostgreSQL: each word of the query as a phrase of its tokens,
+    the last a prefix, all of them required. Tokens are letter/digit runs only, so user text
+    is never tsquery syntax."""
+    phrases = []
+    for word in query.split():
+        tokens = _TOKENS.findall(fts_text(word).lower())
+        if tokens:
+            phrases.append(_phrase(tokens, prefix=True))
+    return " & ".join(f"({p})" for p in phrases)
+
+
+def term_query(term: str) -> str:
+    """One ``recall_terms`` term (``"a b"`` or ``"word"*``) as a tsquery."""
+    words = _TOKENS.findall(term.lower())
+    if term.endswith("*"):  # FTS5's prefix phrase: every word a prefix
+        return " <-> ".join(f"'{w}':*" for w in words)
+    return _phrase(words, prefix=False)
+
+
+class _TextLoader(Loader):
+    """Timestamps and JSON as the text SQLite returns (``parse_ts`` and ``_refs`` read it)."""
+
+    def load(self, data: Any) -> str:
+        return bytes(data).decode()
+
+
+class PostgresArchive:
+    def __init__(self, url: str, pool_size: int = 5, timeout: float = 10.0) -> None:
+        self.url = url
+        self.where = redact_url(url)
+        self.pool_size = pool_size
+        self.timeout = timeout  # seconds to wait for a connection (or the server)
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool | None = None
+        self._pid = 0
+
+    # --- connection ------------------------------------------------------------------------
+    def _connect(self) -> ConnectionPool:
+        """The process's pool, opened (and the schema migrated) on first use; a forked child
+        opens its own, never sharing its parent's sockets."""
+        if self._pool is not None and self._pid == os.getpid():
+            return self._pool
+        with self._lock:
+            if self._pool is not None and self._pid == os.getpid():
+                return self._pool
+            kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
+                                      "connect_timeout": max(1, round(self.timeout))}
+            try:  # one direct connection first: an unreachable server fails at once, in one line
+                with psycopg.connect(self.url, **kwargs) as conn:
+                    _configure(conn)
+                    migrate(conn, self.where)
+            except psycopg.Error as err:
+                raise self._unavailable(err) from None
+            pool = ConnectionPool(self.url, min_size=1, max_size=self.pool_size, open=False,
+                                  timeout=self.timeout, kwargs=kwargs, configure=_configure,
+                                  name="hermes-archive")
+            pool.open()
+            self._pool, self._pid = pool, os.getpid()
+            return pool
+
+    def _unavailable(self, err: Exception) -> BackendUnavailableError:
+        if isinstance(err, PoolTimeout):
+            return BackendUnavailableError(
+                f"archive {self.where}: no connection within {self.timeout:g}s; check that "
+                "PostgreSQL runs and archive.url (host, port, user, database) is right")
+        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        if isinstance(err, psycopg.OperationalError):
+            hint = "check that PostgreSQL runs and archive.url is right, then retry"
+        elif isinstance(err, psycopg.errors.InsufficientPrivilege):
+            hint = "grant the archive's user rights on its tables"
+        else:
+            hint = "check the server's log and retry"
+        return BackendUnavailableError(f"archive {self.where}: {text}; {hint}")
+
+    @contextmanager
+    def _tx(self, sid: str | None = None) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction; with ``sid``, holding that session's write lock."""
+        pool = self._connect()
+        try:
+            with pool.connection() as conn, conn.transaction():
+                if sid is not None:
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (sid,))
+                yield conn
+        except (psycopg.Error, PoolTimeout) as err:
+            raise self._unavailable(err) from None
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        pool = self._connect()
+        try:
+            with pool.connection() as conn:
+                return conn.execute(sql, args).fetchall()  # type: ignore[return-value]
+        except (psycopg.Error, PoolTimeout) as err:
+            raise self._unavailable(err) from None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None and self._pid == os.getpid():
+                self._pool.close()
+            self._pool = None
+
+    # --- writes ----------------------------------------------------------------------------
+    def write(self, session: dict[str, Any], messages: Sequence[Message],
+              full_text: dict[str, str] | None = None) -> int:
+        """Upsert the session row and insert messages not yet archived nor tombstoned.
+
+        Idempotent by message_id, one transaction: a crash leaves all or nothing (invariant 3).
+        Returns how many messages were new.
+        """
+        full_text = full_text or {}
+        sid = session["session_id"]
+        with self._tx(sid) as conn:
+            self._upsert_session(conn, session)
+            added = 0
+            ids = [m.message_id for m in messages]
+            known = {r["message_id"] for r in conn.execute(
+                "SELECT message_id FROM messages WHERE message_id = ANY(%s) UNION"
+                " SELECT message_id FROM tombstones WHERE message_id = ANY(%s)", (ids, ids))
+            } if messages else set()
+            messages = [m for m in messages if m.message_id not in known]  # a re-flush: cheap
+            if messages:
+                texts = [full_text.get(m.message_id, m.content) for m in messages]
+                cur = conn.execute(
+                    "INSERT INTO messages (message_id, session_id, role, content, token_count,"
+                    " tool_calls, file_refs, memory_refs, created_at, seq, fts, item)"
+                    " SELECT t.message_id, t.session_id, t.role, t.content, t.token_count,"
+                    " t.tool_calls::json, t.file_refs::json, t.memory_refs::json,"
+                    " t.created_at::timestamp, t.seq, t.fts::tsvector, t.item::json"
+                    " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int[],"
+                    " %s::text[], %s::text[], %s::text[], %s::text[], %s::int[], %s::text[],"
+                    " %s::text[])"
+                    " AS t(message_id, session_id, role, content, token_count, tool_calls,"
+                    " file_refs, memory_refs, created_at, seq, fts, item)"
+                    " WHERE NOT EXISTS (SELECT 1 FROM tombstones WHERE message_id = t.message_id)"
+                    " ON CONFLICT DO NOTHING",
+                    ([m.message_id for m in messages], [m.session_id for m in messages],
+                     [m.role for m in messages], texts, [m.token_count for m in messages],
+                     [m.tool_calls or None for m in messages],
+                     [_json_list(m.file_refs) for m in messages],
+                     [_json_list(m.memory_refs) for m in messages],
+                     [_ts(m.created_at) for m in messages], [m.seq for m in messages],
+                     [fts_vector(t) for t in texts], [m.item_json or None for m in messages]))
+                added = cur.rowcount
+            self._recount(conn, sid)
+            return added
+
+    def _upsert_session(self, conn: psycopg.Connection[Any], s: dict[str, Any]) -> None:
+        conn.execute(
+            "INSERT INTO sessions (session_id, user_id, title, created_at, updated_at, status,"
+            " summary, summary_seq, last_seq, cleared_seq)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (session_id) DO UPDATE SET user_id=excluded.user_id,"
+            " title=excluded.title, updated_at=greatest(sessions.updated_at, excluded.updated_at),"
+            " status=CASE WHEN sessions.status='deleted' THEN 'deleted' ELSE excluded.status END,"
+            " summary=CASE WHEN excluded.summary_seq >= sessions.summary_seq"
+            "   THEN excluded.summary ELSE sessions.summary END,"
+            " summary_seq=greatest(sessions.summary_seq, excluded.summary_seq),"
+            " last_seq=greatest(sessions.last_seq, excluded.last_seq),"
+            " cleared_seq=greatest(sessions.cleared_seq, excluded.cleared_seq)",
+            (s["session_id"], s["user_id"], s["title"], _ts(s["created_at"]),
+             _ts(s["updated_at"]), s["status"], s.get("summary", ""), s.get("summary_seq", 0),
+             s.get("last_seq", 0), s.get("cleared_seq", 0)),
+        )
+
+    def _recount(self, conn: psycopg.Connection[Any], sid: str) -> None:
+        conn.execute(
+            "UPDATE sessions SET (message_count, total_tokens) = (SELECT count(*),"
+            " coalesce(sum(token_count), 0) FROM messages WHERE session_id = %s)"
+            " WHERE session_id = %s", (sid, sid))
+
+    def set_summary(self, sid: str, summary: str, summary_seq: int, force: bool = False) -> None:
+        """Store a summary unless a newer one is there (``force``: clear may move it back)."""
+        cond = "" if force else " AND summary_seq <= %s"
+        args: tuple[Any, ...] = (summary, summary_seq, sid) + (() if force else (summary_seq,))
+        with self._tx() as conn:
+            conn.execute(f"UPDATE sessions SET summary=%s, summary_seq=%s WHERE session_id=%s{cond}",
+                         args)
+
+    def set_status(self, sid: str, status: str) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE sessions SET status=%s, updated_at=%s WHERE session_id=%s",
+                         (status, _ts(time.time()), sid))
+
+    def forget(self, sid: str, targets: Sequence[Forgotten],
+               memories: bool = True) -> list[Forgotten]:
+        """Tombstone and delete, and (``memories``) the memories only these messages stated;
+        returns the targets that were not forgotten before.
+
+        The session's write lock orders this against a racing flush: the flush either
+        commits first (and its rows are deleted here) or finds the tombstones (invariant 4).
+        """
+        if not targets:
+            with self._tx(sid) as conn:
+                self._recount(conn, sid)
+            return []
+        with self._tx(sid) as conn:
+            rows = conn.execute(
+                "INSERT INTO tombstones (message_id, session_id, seq)"
+                " SELECT t.id, %s, t.seq FROM unnest(%s::text[], %s::int[]) AS t(id, seq)"
+                " ON CONFLICT DO NOTHING RETURNING message_id",
+                (sid, [t.message_id for t in targets], [t.seq for t in targets])).fetchall()
+            conn.execute("DELETE FROM messages WHERE message_id = ANY(%s)",
+                         ([t.message_id for t in targets],))
+            self._recount(conn, sid)
+            if memories:
+                self._forget_derived(conn, sid, [t.seq for t in targets])
+        new = {r["message_id"] for r in rows}
+        fresh, seen = [], set()
+        for t in targets:  # in the caller's order, each once, as SQLite's loop gives them
+            if t.message_id in new and t.message_id not in seen:
+                seen.add(t.message_id)
+                fresh.append(t)
+        return fresh
+
+    def purge(self, sid: str) -> None:
+        with self._tx(sid) as conn:
+            conn.execute("INSERT INTO tombstones (message_id, session_id, seq)"
+                         " SELECT message_id, session_id, seq FROM messages WHERE session_id=%s"
+                         " ON CONFLICT DO NOTHING", (sid,))
+            conn.execute("DELETE FROM messages WHERE session_id=%s", (sid,))
+            conn.execute("UPDATE sessions SET status='deleted', summary='', message_count=0,"
+                         " total_tokens=0 WHERE session_id=%s", (sid,))
+
+    def _forget_derived(self, conn: psycopg.Connection[Any], sid: str,
+                        seqs: Sequence[int] | None) -> None:
+        """Drop the memories said only in these messages (``seqs`` None: the whole session);
+        what they superseded is current again. Explicit memories are never derived."""
+        if seqs is None:
+            rows = conn.execute("DELETE FROM memory_sources WHERE session_id=%s"
+                                " RETURNING memory_id", (sid,)).fetchall()
+        else:
+            rows = conn.execute("DELETE FROM memory_sources WHERE session_id=%s AND seq = ANY(%s)"
+                                " RETURNING memory_id", (sid, list(seqs))).fetchall()
+        touched = sorted({r["memory_id"] for r in rows})
+        if not touched:
+            return
+        gone = conn.execute(
+            "DELETE FROM memories m WHERE memory_id = ANY(%s) AND kind != 'explicit' AND NOT EXISTS"
+            " (SELECT 1 FROM memory_sources s WHERE s.memory_id = m.memory_id)"
+            " RETURNING memory_id", (touched,)).fetchall()
+        if gone:
+            conn.execute("UPDATE memories SET superseded_by=NULL WHERE superseded_by = ANY(%s)",
+                         ([r["memory_id"] for r in gone],))
+
+    def forget_session_memories(self, sid: str) -> None:
+        """Drop the memories said only in this session (it is being deleted)."""
+        with self._tx(sid) as conn:
+            self._forget_derived(conn, sid, None)
+
+    def reclaim(self, sid: str) -> bool:
+        """Remove the row of a deleted session that holds no messages (purged), so its id can
+        start a new session; False when there is no such row. Its tombstones stay."""
+        with self._tx(sid) as conn:
+            cur = conn.execute("DELETE FROM sessions WHERE session_id=%s AND status='deleted' AND"
+                               " NOT EXISTS (SELECT 1 FROM messages WHERE session_id=%s)", (sid, sid))
+            return cur.rowcount == 1
+
+    def remember(self, user_id: str, content: str, token_count: int, session_id: str | None,
+                 seq: int | None = None, kind: str = "explicit", topic: str | None = None,
+                 supersedes: Sequence[str] = ()) -> str | None:
+        """``Archive.remember``: under the session's write lock when it names a message, so
+        a racing forget either runs after this (and removes it) or first (and this stores
+        nothing for an extracted memory)."""
+        memory_id = "mem_" + new_message_id()
+        with self._tx(session_id if seq is not None else None) as conn:
+            if kind == "extracted" and conn.execute(
+                    "SELECT 1 FROM messages WHERE session_id=%s AND seq=%s", (session_id, seq)
+            ).fetchone() is None:
+                return None
+            conn.execute("INSERT INTO memories (memory_id, user_id, session_id, content,"
+                         " token_count, created_at, seq, kind, topic)"
+                         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                         (memory_id, user_id, session_id, content, token_count, _ts(time.time()),
+                          seq, kind, topic))
+            if session_id is not None and seq is not None:
+                self._cite(conn, memory_id, session_id, seq)
+            if supersedes:
+                conn.execute("UPDATE memories SET superseded_by=%s WHERE memory_id = ANY(%s)"
+                             " AND user_id=%s AND superseded_by IS NULL",
+                             (memory_id, list(supersedes), user_id))
+        return memory_id
+
+    def add_source(self, memory_id: str, session_id: str, seq: int) -> None:
+        """One more message that says ``memory_id`` (forgetting it alone keeps the memory)."""
+        with self._tx(session_id) as conn:
+            if conn.execute("SELECT 1 FROM memories WHERE memory_id=%s", (memory_id,)).fetchone():
+                self._cite(conn, memory_id, session_id, seq)
+
+    @staticmethod
+    def _cite(conn: psycopg.Connection[Any], memory_id: str, sid: str, seq: int) -> None:
+        conn.execute("INSERT INTO memory_sources VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                     (memory_id, sid, seq))
+        row = conn.execute("SELECT message_id, memory_refs FROM messages WHERE session_id=%s"
+                           " AND seq=%s", (sid, seq)).fetchone()
+        if row is not None and memory_id not in _refs(row["memory_refs"]):
+            conn.execute("UPDATE messages SET memory_refs=%s::json WHERE message_id=%s",
+                         (_json_list([*_refs(row["memory_refs"]), memory_id]), row["message_id"]))
+
+    def forget_memory(self, memory_id: str) -> bool:
+        """Delete one persistent memory (what it superseded is current again); False when
+        there was none with that id."""
+        with self._tx() as conn:
+            gone = conn.execute("DELETE FROM memories WHERE memory_id=%s", (memory_id,)).rowcount
+            conn.execute("DELETE FROM memory_sources WHERE memory_id=%s", (memory_id,))
+            conn.execute("UPDATE memories SET superseded_by=NULL WHERE superseded_by=%s",
+                         (memory_id,))
+            return gone == 1
+
+    def drop_oldest_extracted(self, user_id: str, keep: int) -> int:
+        """Delete the user's oldest current extracted memories beyond ``keep``; how many went."""
+        with self._tx() as conn:
+            rows = conn.execute(
+                "DELETE FROM memories WHERE memory_id IN (SELECT memory_id FROM memories"
+                " WHERE user_id=%s AND kind='extracted' AND superseded_by IS NULL"
+                " ORDER BY created_at DESC, memory_id DESC OFFSET %s) RETURNING memory_id",
+                (user_id, keep)).fetchall()
+            if rows:
+                conn.execute("DELETE FROM memory_sources WHERE memory_id = ANY(%s)",
+                             ([r["memory_id"] for r in rows],))
+            return len(rows)
+
+    # --- API keys (hermes_redis.keys): only a hash of each key is stored -------------------
+    def add_api_key(self, key_id: str, user_id: str | None, key_hash: str) -> None:
+        with self._tx() as conn:
+            conn.execute("INSERT INTO api_keys (key_id, user_id, key_hash, created_at)"
+                         " VALUES (%s, %s, %s, %s)", (key_id, user_id, key_hash, _ts(time.time())))
+
+    def api_keys(self) -> list[dict[str, Any]]:
+        return self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
+                          " ORDER BY created_at, key_id")
+
+    def api_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
+                          " WHERE key_hash=%s", (key_hash,))
+        return rows[0] if rows else None
+
+    def active_api_keys(self) -> int:
+        return int(self._read("SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL")[0]["n"])
+
+    def revoke_api_key(self, key_id: str) -> bool:
+        """Mark the key revoked; False when no unrevoked key has that id."""
+        with self._tx() as conn:
+            cur = conn.execute("UPDATE api_keys SET revoked_at=%s WHERE key_id=%s"
+                               " AND revoked_at IS NULL", (_ts(time.time()), key_id))
+            return cur.rowcount == 1
+
+    # --- reads -----------------------------------------------------------------------------
+    def memory(self, memory_id: str) -> Memory | None:
+        rows = self._read("SELECT * FROM memories WHERE memory_id=%s", (memory_id,))
+        return _memory(rows[0]) if rows else None
+
+    def session(self, sid: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT * FROM sessions WHERE session_id=%s", (sid,))
+        return rows[0] if rows else None
+
+    def sessions_page(self, user_id: str | None, status: str | None, limit: int,
+                      after: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+        """Up to ``limit`` sessions (negative: all), newest archived activity first, strictly
+        after the (updated_at, session_id) ``after``: an index range."""
+        sql, args = "SELECT * FROM sessions WHERE true", []
+        if user_id is not None:
+            sql += " AND user_id=%s"
+            args.append(user_id)
+        if status is not None:
+            sql += " AND status=%s"
+            args.append(status)
+        if after is not None:
+            sql += " AND (updated_at, session_id) < (%s::timestamp, %s)"
+            args += [after[0], after[1]]
+        return self._read(sql + " ORDER BY updated_at DESC, session_id DESC LIMIT %s",
+                          [*args, limit if limit >= 0 else None])
+
+    def session_ids_like(self, prefix: str, limit: int = 6) -> list[str]:
+        """Up to ``limit`` session ids starting with ``prefix`` (an index range: ids are ASCII
+        below DEL, and the column's collation is "C", byte-wise, as SQLite compares)."""
+        rows = self._read("SELECT session_id FROM sessions WHERE session_id >= %s"
+                          " AND session_id < %s ORDER BY session_id"
+                          " LIMIT %s", (prefix, prefix + "\x7f", limit))
+        return [r["session_id"] for r in rows]
+
+    def count_ids_like(self, prefix: str) -> int:
+        return int(self._read("SELECT count(*) AS n FROM sessions WHERE session_id"
+                              " >= %s AND session_id < %s",
+                              (prefix, prefix + "\x7f"))[0]["n"])
+
+    def neighbours(self, sids: Sequence[str]) -> set[str]:
+        """The ids sorted next to each of ``sids``: enough to find their shortest unique prefixes."""
+        out: set[str] = set()
+        for sid in sids:
+            for sql in ("SELECT session_id FROM sessions WHERE session_id < %s"
+                        " ORDER BY session_id DESC LIMIT 1",
+                        "SELECT session_id FROM sessions WHERE session_id > %s"
+                        " ORDER BY session_id LIMIT 1"):
+                out.update(r["session_id"] for r in self._read(sql, (sid,)))
+        return out
+
+    def messages(self, sid: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Message]:
+        sql = f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq>%s"
+        args: list[Any] = [sid, after_seq]
+        if upto_seq is not None:
+            sql += " AND seq<=%s"
+            args.append(upto_seq)
+        return [_message(r) for r in self._read(sql + " ORDER BY seq", args)]
+
+    def first(self, sid: str, after_seq: int, limit: int) -> list[Message]:
+        rows = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq>%s"
+                          " ORDER BY seq LIMIT %s", (sid, after_seq, limit))
+        return [_message(r) for r in rows]
+
+    def before(self, sid: str, before_seq: int, after_seq: int, limit: int) -> Iterator[Message]:
+        """Up to ``limit`` messages with after_seq < seq < before_seq, newest first; read at
+        once, each decoded only when the caller reaches it."""
+        rows = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq<%s"
+                          " AND seq>%s ORDER BY seq DESC LIMIT %s",
+                          (sid, before_seq, after_seq, limit))
+        return map(_message, rows)
+
+    def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
+               limit: int) -> Iterator[Message]:
+        """The session's messages in after_seq < seq < before_seq that share words with
+        ``query``, best ts_rank first (divided by 1 + log of the length: short matches first,
+        as BM25 ranks them; any word may match; CJK by character pairs), each
+        followed by the message after it (the reply that usually holds the answer)."""
+        terms = self._rare(recall_terms(query))
+        if not terms:
+            return iter(())
+        match = " | ".join(f"({term_query(t)})" for t in terms)
+        rows = self._read(
+            f"SELECT {_COLUMNS} FROM messages WHERE fts @@ %s::tsquery AND session_id=%s"
+            " AND seq>%s AND seq<%s ORDER BY ts_rank(fts, %s::tsquery, 1) DESC, seq LIMIT %s",
+            (match, sid, after_seq, before_seq, match, limit))
+        wanted = sorted({r["seq"] + 1 for r in rows if r["seq"] + 1 < before_seq})
+        found = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s"
+                           " AND seq = ANY(%s)", (sid, wanted)) if wanted else []
+        return _with_replies(rows, {r["seq"]: r for r in found})
+
+    def _rare(self, terms: list[str]) -> list[str]:
+        """``terms`` less those in more than RECALL_MAX_POSTINGS messages (the rarest one is
+        kept when every term is common). A phrase costs the postings of all its words."""
+        if not terms:
+            return []
+        postings = {t: self._postings(t) for t in terms}
+        rare = [t for t in terms if postings[t] <= RECALL_MAX_POSTINGS]
+        return rare or [min(terms, key=postings.__getitem__)]
+
+    def _postings(self, term: str) -> int:
+        """Messages holding each word of ``term``, added up; each count stops past
+        RECALL_MAX_POSTINGS (all that matters), so a common word costs a bounded scan."""
+        prefix = ":*" if term.endswith("*") else ""
+        total = 0
+        for word in _TOKENS.findall(term.lower()):
+            row = self._read("SELECT count(*) AS n FROM (SELECT 1 FROM messages WHERE"
+                             " fts @@ %s::tsquery LIMIT %s) AS hits",
+                             (f"'{word}'{prefix}", RECALL_MAX_POSTINGS + 1))
+            total += int(row[0]["n"])
+        return total
+
+    def newest(self, sid: str, after_seq: int, limit: int) -> list[Message]:
+        rows = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq>%s"
+                          " ORDER BY seq DESC LIMIT %s", (sid, after_seq, limit))
+        return [_message(r) for r in reversed(rows)]
+
+    def stats(self, sid: str) -> tuple[int, int, int]:
+        """(archived messages, their tokens, highest archived seq)."""
+        row = self._read("SELECT count(*) AS n, coalesce(sum(token_count),0) AS t,"
+                         " coalesce(max(seq),0) AS m FROM messages WHERE session_id=%s", (sid,))[0]
+        return int(row["n"]), int(row["t"]), int(row["m"])
+
+    def turn_starts(self, sid: str, upto_seq: int, within: int) -> tuple[int, int]:
+        """``Archive.turn_starts``: messages with seq <= ``within`` starting a turn, and of
+        those how many have seq <= ``upto_seq``."""
+        row = self._read(
+            "SELECT count(*) AS n, count(*) FILTER (WHERE seq <= %s) AS upto FROM messages"
+            " WHERE session_id=%s AND seq <= %s AND (role='user' OR seq ="
+            " (SELECT min(seq) FROM messages WHERE session_id=%s))",
+            (upto_seq, sid, within, sid))[0]
+        return int(row["n"]), int(row["upto"])
+
+    def reseat_needed(self, sid: str, messages: Sequence[Message]) -> tuple[int, int]:
+        """Where ``messages`` would reuse seqs the archive already gave out (Redis went back
+        in time): (the first such seq, the archive's highest seq); (0, 0) when none would.
+        Archived and forgotten messages never count (see ``Archive.reseat_needed``)."""
+        if not messages:
+            return 0, 0
+        high = self.stats(sid)[2]
+        if messages[0].seq > high:
+            return 0, 0
+        ids = [m.message_id for m in messages if m.seq <= high]
+        rows = self._read("SELECT message_id FROM messages WHERE message_id = ANY(%s)"
+                          " UNION SELECT message_id FROM tombstones WHERE message_id = ANY(%s)",
+                          (ids, ids))
+        known = {r["message_id"] for r in rows}
+        first = next((m.seq for m in messages if m.seq <= high and m.message_id not in known), 0)
+        return (first, high) if first else (0, 0)
+
+    def high_seqs(self, sids: Sequence[str]) -> dict[str, int]:
+        """The highest archived seq of each of ``sids`` that has archived messages."""
+        rows = self._read("SELECT session_id, max(seq) AS m FROM messages"
+                          " WHERE session_id = ANY(%s) GROUP BY session_id", (list(sids),))
+        return {r["session_id"]: int(r["m"]) for r in rows}
+
+    def tombstoned(self, sid: str) -> dict[str, int]:
+        """The session's forgotten messages (message_id -> seq): never to be summarized."""
+        rows = self._read("SELECT message_id, seq FROM tombstones WHERE session_id=%s", (sid,))
+        return {r["message_id"]: int(r["seq"] or 0) for r in rows}
+
+    def memories(self, user_id: str, superseded: bool = False) -> list[Memory]:
+        """The user's current memories, oldest first (``superseded``: their history too)."""
+        cond = "" if superseded else " AND superseded_by IS NULL"
+        return [_memory(r) for r in self._read(
+            f"SELECT * FROM memories WHERE user_id=%s{cond} ORDER BY created_at, memory_id",
+            (user_id,))]
+
+    def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
+        match = ts_query(query)
+        if not match:
+            return []
+        sql = (
+            "SELECT m.session_id, m.seq, m.role, m.content, s.title,"
+            " ts_rank(m.fts, %s::tsquery, 1) AS score"
+            " FROM messages m JOIN sessions s ON s.session_id = m.session_id"
+            " WHERE m.fts @@ %s::tsquery AND s.status != 'deleted'"
+        )
+        args: list[Any] = [match, match]
+        if user_id is not None:
+            sql += " AND s.user_id = %s"
+            args.append(user_id)
+        rows = self._read(sql + " ORDER BY score DESC, m.session_id, m.seq LIMIT %s",
+                          [*args, limit])
+        return [
+            SearchHit(r["session_id"], r["seq"], r["role"], snippet(r["content"], query),
+                      r["title"] or "", float(r["score"]))
+            for r in rows
+        ]
+
+
+# Every column but ``fts`` (which only search reads): what ``archive._message`` decodes.
+_COLUMNS = ("message_id, session_id, role, content, token_count, tool_calls, file_refs,"
+            " memory_refs, created_at, seq, item")
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    """Each pooled connection: ISO dates in UTC (CURRENT_TIMESTAMP as SQLite's), and
+    timestamps and JSON loaded as text."""
+    conn.execute("SET datestyle = 'ISO, YMD'")
+    conn.execute("SET timezone = 'UTC'")
+    for name in ("timestamp", "json"):
+        conn.adapters.register_loader(name, _TextLoader)
+
+
+def migrate(conn: psycopg.Connection[Any], where: str = "archive") -> int:
+    """Bring the schema up to SCHEMA_VERSION in place, one step at a time, each in the same
+    transaction as its version bump; concurrent openers wait on an advisory lock. Returns the
+    version found (0: a new database)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = conn.execute("SELECT max(version) AS v FROM schema_version").fetchone()
+        found = int(row["v"] or 0) if row else 0
+        if found > SCHEMA_VERSION:
+            raise BackendUnavailableError(
+                f"archive {where} has schema version {found}, newer than this hermes-redis "
+                f"understands ({SCHEMA_VERSION}); upgrade hermes-redis")
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            conn.execute(MIGRATIONS[version])
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (version,))
+    return found
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    """The schema version of the database ``conn`` is on (0: not created yet)."""
+    exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL AS e").fetchone()
+    if not exists or not _value(exists):
+        return 0
+    row = conn.execute("SELECT max(version) AS v FROM schema_version").fetchone()
+    return int(_value(row) or 0) if row else 0
+
+
+def probe(url: str, timeout: float = 5.0) -> tuple[str, int, bool]:
+    """(server version, schema version, whether this user may write the archive's tables),
+    read without writing anything: what ``doctor`` reports."""
+    where = redact_url(url)
+    try:
+        with psycopg.connect(url, connect_timeout=max(1, round(timeout))) as conn:
+            info = conn.info.parameter_status("server_version") or "?"
+            version = schema_version(conn)
+            row = conn.execute("SELECT has_table_privilege('messages', 'INSERT, UPDATE, DELETE')"
+                               " AND has_table_privilege('sessions', 'INSERT, UPDATE')"
+                               ).fetchone() if version else (True,)
+            return info, version, bool(row and _value(row))
+    except psycopg.Error as err:
+        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise BackendUnavailableError(f"cannot reach the archive at {where} ({text})") from None
+
+
+def _value(row: Any) -> Any:
+    return next(iter(row.values())) if isinstance(row, dict) else row[0]
