@@ -215,6 +215,7 @@ class ArchiveStore(Protocol):
     def active_api_keys(self) -> int: ...
     def revoke_api_key(self, key_id: str) -> bool: ...
     def memory(self, memory_id: str) -> Memory | None: ...
+    def knows_user(self, user_id: str) -> bool: ...
     def session(self, sid: str) -> dict[str, Any] | None: ...
     def sessions_page(self, user_id: str | None, status: str | None, limit: int,
                       after: tuple[str, str] | None = None) -> list[dict[str, Any]]: ...
@@ -596,6 +597,13 @@ class Archive:
     def memory(self, memory_id: str) -> Memory | None:
         rows = self._read("SELECT * FROM memories WHERE memory_id=?", (memory_id,))
         return _memory(rows[0]) if rows else None
+
+    def knows_user(self, user_id: str) -> bool:
+        """The user has a session (of any status) or an unrevoked API key."""
+        return bool(self._read(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE user_id=?) OR EXISTS (SELECT 1 FROM"
+            " api_keys WHERE user_id=? AND revoked_at IS NULL) AS known", (user_id, user_id)
+        )[0]["known"])
 
     def session(self, sid: str) -> dict[str, Any] | None:
         rows = self._read("SELECT * FROM sessions WHERE session_id=?", (sid,))

@@ -480,6 +480,13 @@ class PostgresArchive:
         rows = self._read("SELECT * FROM memories WHERE memory_id=%s", (memory_id,))
         return _memory(rows[0]) if rows else None
 
+    def knows_user(self, user_id: str) -> bool:
+        """The user has a session (of any status) or an unrevoked API key."""
+        return bool(self._read(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE user_id=%s) OR EXISTS (SELECT 1 FROM"
+            " api_keys WHERE user_id=%s AND revoked_at IS NULL) AS known", (user_id, user_id)
+        )[0]["known"])
+
     def session(self, sid: str) -> dict[str, Any] | None:
         rows = self._read("SELECT * FROM sessions WHERE session_id=%s", (sid,))
         return rows[0] if rows else None

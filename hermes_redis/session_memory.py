@@ -617,6 +617,9 @@ class SessionMemory:
         text = check_content(text, self.config.limits.max_content_bytes)
         if session_id is not None:
             check_session_id(session_id)
+        if not self.cold.knows_user(user_id):
+            raise NotFoundError(f"no user {user_id[:80]}: they have no session and no API key; "
+                                "create a session for them first (or check the spelling)")
         memory_id, _ = self.book.add(user_id, text.strip(), session_id)
         assert memory_id is not None  # only an extracted memory can be refused
         return memory_id

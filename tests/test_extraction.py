@@ -90,6 +90,7 @@ def test_a_newer_fact_on_the_topic_supersedes_the_older(mem):
 
 
 def test_explicit_memories_supersede_by_topic_and_merge_duplicates(mem):
+    mem.create_session(user_id="ann")
     first = mem.remember("ann", "项目用 MySQL")
     second = mem.remember("ann", "项目用 PostgreSQL，不用 MySQL")
     assert mem.remember("ann", "项目用 PostgreSQL，不用 MySQL。") == second  # same fact

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hermes_redis import SessionMemory, config
 from hermes_redis.errors import ValidationError
 from hermes_redis.triggers import trigger_fact
 
@@ -85,6 +86,7 @@ def test_triggers_can_be_turned_off(config_factory, backend):
 
 
 def test_memories_by_query_and_in_a_small_context(mem):
+    mem.create_session(user_id="ann")
     for text in ["prefers tabs over spaces", "项目用 PostgreSQL，不用 MySQL",
                  "deploys on Fridays", *[f"likes colour number {i}" for i in range(40)]]:
         mem.remember("ann", text)
@@ -113,6 +115,13 @@ def test_memory_cli_add_list_search_forget(tmp_path, config_factory):
 
     def run(*args):  # type: ignore[no-untyped-def]
         return CliRunner().invoke(cli, ["--config", str(path), "memory", *args])
+
+    nobody = run("add", "likes tea", "--user", "ann")  # no session, no key: a typo, most likely
+    assert nobody.exit_code == 3 and "no user ann" in nobody.output
+    assert nobody.output.count("\n") == 1
+    with SessionMemory(config.load(path)) as mem:
+        mem.create_session(user_id="ann")
+        assert mem.memories("ann") == []  # the refused add wrote nothing
 
     added = run("add", "项目用 PostgreSQL，不用 MySQL", "--user", "ann")
     assert added.exit_code == 0 and added.output.startswith("Remembered for ann: ")
