@@ -31,11 +31,11 @@ def archive_rows(mem, sid):
     return rows
 
 
-def test_200_turns_burst_worker_done_criterion(config_factory):
-    mem = SessionMemory(config_factory("redis"))
+def test_200_turns_burst_worker_done_criterion(config_factory, redis_kind):
+    mem = SessionMemory(config_factory(redis_kind))
     sid = mem.create_session(user_id="alice")
     converse(mem, sid, 200)
-    assert len(Queue(mem.config.redis.queue, connection=mem.hot.client)) == 1  # deduplicated
+    assert len(Queue(mem.config.redis.queue, connection=mem.hot.queue_connection())) == 1  # deduplicated
     run(mem, burst=True)
     rows = archive_rows(mem, sid)
     assert len(rows) == 400 and len({r[0] for r in rows}) == 400
@@ -84,8 +84,8 @@ def test_compaction_strategies(config_factory, strategy):
         assert seqs == [59, 60]
 
 
-def test_compaction_never_trims_unarchived(config_factory):
-    mem = SessionMemory(config_factory("redis", max_messages=4))
+def test_compaction_never_trims_unarchived(config_factory, redis_kind):
+    mem = SessionMemory(config_factory(redis_kind, max_messages=4))
     sid = mem.create_session()
     converse(mem, sid, 10)  # no worker: nothing archived yet
     assert mem.maintainer.needs_compaction(sid)
@@ -95,8 +95,8 @@ def test_compaction_never_trims_unarchived(config_factory):
     assert len(mem.cold.messages(sid)) == 20
 
 
-def test_flush_is_idempotent_after_a_partial_write(config_factory):
-    mem = SessionMemory(config_factory("redis"))
+def test_flush_is_idempotent_after_a_partial_write(config_factory, redis_kind):
+    mem = SessionMemory(config_factory(redis_kind))
     sid = mem.create_session()
     converse(mem, sid, 20)
     half = mem.hot.messages(sid)[:17]
@@ -136,11 +136,11 @@ def test_ttl_memory_backend(config_factory):
     assert mem.context(sid).messages[0].content == "hello"
 
 
-def test_sweep_recovers_a_lost_job(config_factory):
-    mem = SessionMemory(config_factory("redis"))
+def test_sweep_recovers_a_lost_job(config_factory, redis_kind):
+    mem = SessionMemory(config_factory(redis_kind))
     sid = mem.create_session()
     converse(mem, sid, 3)
-    Queue(mem.config.redis.queue, connection=mem.hot.client).empty()  # the job is lost
+    Queue(mem.config.redis.queue, connection=mem.hot.queue_connection()).empty()  # the job is lost
     assert mem.sweep(grace=0) == [sid]
     run(mem, burst=True)
     assert len(mem.cold.messages(sid)) == 6
