@@ -37,6 +37,7 @@ def connect(url: str, config: Config) -> redis.Redis:
 def connect_cluster(url: str, config: Config) -> Any:
     """A ``RedisCluster`` from one node's URL; it finds the other nodes itself."""
     from redis.cluster import RedisCluster
+    from redis.exceptions import RedisClusterException
 
     timeout = config.redis.socket_timeout
     try:
@@ -45,9 +46,10 @@ def connect_cluster(url: str, config: Config) -> Any:
     except ValueError as err:
         raise ConfigError(f"{config.source}: redis.url {redact_url(url)!r} is not a Redis URL "
                           f"({err}); use redis://host:port of any cluster node") from None
-    except redis.RedisError as err:
-        raise BackendUnavailableError(f"cannot reach the Redis Cluster at {redact_url(url)} "
-                                      f"({err}); check redis.url") from None
+    except (redis.RedisError, RedisClusterException) as err:
+        raise BackendUnavailableError(f"cannot reach a Redis Cluster at {redact_url(url)} "
+                                      f"({str(err).splitlines()[0]}); check redis.url and "
+                                      "redis.cluster") from None
 
 
 def is_cluster(client: redis.Redis) -> bool:

@@ -773,6 +773,18 @@ class RedisHot(HotStore):
         raw = self._call(lambda: self.client.zrangebyscore(self.backlog_key(), "-inf", older_than))
         return [s.decode() for s in raw]
 
+    def backlog_summary(self) -> tuple[int, float]:
+        """(sessions holding unarchived messages, when the oldest of them got its first one;
+        0.0 for none), for ``doctor``."""
+        def run() -> tuple[int, float]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(self.backlog_key())
+            pipe.zrange(self.backlog_key(), 0, 0, withscores=True)
+            size, oldest = pipe.execute()
+            return int(size), _oldest(oldest)
+
+        return self._call(run)
+
 
 SLOTS = 16384  # Redis Cluster's hash slots
 _slot_tags: list[str] = []  # slot -> a hash tag that hashes to it, built on first use
@@ -875,6 +887,11 @@ class ClusterHot(RedisHot):
         """A cluster pipeline refuses ``Script`` calls but routes a raw EVALSHA by its keys."""
         pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
 
+    def backlog_summary(self) -> tuple[int, float]:
+        pairs = self._every_slot("backlog", lambda pipe, key: pipe.zrange(key, 0, -1,
+                                                                           withscores=True))
+        return len(pairs), _oldest(pairs)
+
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
         try:
             return super().read(sid, ttl, budget, user_id)
@@ -920,6 +937,10 @@ class ClusterHot(RedisHot):
 
     def ping(self) -> None:
         self._call(lambda: self.client.ping(target_nodes=self.client.PRIMARIES))
+
+
+def _oldest(pairs: list[Any]) -> float:
+    return min((float(score) for _, score in pairs), default=0.0)
 
 
 def _memories(raw: bytes | None) -> list[str] | None:

@@ -142,3 +142,19 @@ def test_listing_every_slot_costs(cmem):
     per_read = (time.perf_counter() - started) / 6
     print(f"\nFIGURES cluster_every_slot_read: {per_read * 1000:.0f} ms")
     assert per_read < 5.0
+
+
+def test_doctor_checks_every_primary_and_reads_the_backlog_of_every_slot(cmem):
+    from hermes_redis import doctor
+
+    sid = cmem.create_session()
+    cmem.append(sid, "user", "waiting for a worker")
+    checks = doctor.run(cmem.config)
+    redis_lines = [c.detail for c in checks if c.name == "redis"]
+    assert len(redis_lines) == 2 * 3  # eviction and persistence, on each of 3 primaries
+    (backlog,) = [c for c in checks if c.name == "backlog"]
+    assert backlog.detail.startswith("1 session(s) hold unarchived turns")
+    (workers,) = [c for c in checks if c.name == "workers"]
+    assert workers.status == "fail"  # none runs on the queue's Redis
+    alone = doctor.run(cmem.config.with_overrides(redis={"queue_url": None}))
+    assert any(c.status == "fail" and "redis.queue_url" in c.fix for c in alone)
