@@ -146,14 +146,14 @@ def test_sweep_recovers_a_lost_job(config_factory, redis_kind):
     assert len(mem.cold.messages(sid)) == 6
 
 
-def test_background_worker_process_flushes(config_factory, tmp_path):
+def test_background_worker_process_flushes(config_factory, tmp_path, redis_kind):
     import yaml
 
-    cfg = config_factory("redis")
+    cfg = config_factory(redis_kind)
     path = tmp_path / "config.yml"
     path.write_text(yaml.safe_dump({
         "redis": {"url": cfg.redis.url, "key_prefix": cfg.redis.key_prefix,
-                  "queue": cfg.redis.queue},
+                  "queue": cfg.redis.queue, "queue_url": cfg.redis.queue_url},
         "archive": {"path": str(cfg.archive_path)},
     }))
     proc = subprocess.Popen([sys.executable, "-m", "workers"], env={
