@@ -158,3 +158,19 @@ def test_doctor_checks_every_primary_and_reads_the_backlog_of_every_slot(cmem):
     assert workers.status == "fail"  # none runs on the queue's Redis
     alone = doctor.run(cmem.config.with_overrides(redis={"queue_url": None}))
     assert any(c.status == "fail" and "redis.queue_url" in c.fix for c in alone)
+
+
+def flush_scripts(mem: SessionMemory) -> None:
+    for _name, node, _slot in mem.hot.primaries():  # type: ignore[attr-defined]
+        node.script_flush()
+
+
+def test_a_node_that_lost_its_scripts_still_serves_appends_and_reads(cmem):
+    """A restarted primary has an empty script cache: appends (EVALSHA) and the read pipeline
+    (a raw EVALSHA in a cluster pipeline) load the scripts again."""
+    sid = cmem.create_session(user_id="alice")
+    cmem.append(sid, "user", "before")
+    flush_scripts(cmem)
+    cmem.append(sid, "assistant", "after the flush")
+    flush_scripts(cmem)
+    assert [m.content for m in cmem.context(sid).messages] == ["before", "after the flush"]
