@@ -174,3 +174,23 @@ def test_a_node_that_lost_its_scripts_still_serves_appends_and_reads(cmem):
     cmem.append(sid, "assistant", "after the flush")
     flush_scripts(cmem)
     assert [m.content for m in cmem.context(sid).messages] == ["before", "after the flush"]
+
+
+def test_cluster_true_on_a_plain_redis_is_a_one_line_error(config_factory, redis_url):
+    from hermes_redis.errors import BackendUnavailableError
+
+    cfg = config_factory("redis").with_overrides(redis={"cluster": True, "queue_url": redis_url})
+    with pytest.raises(BackendUnavailableError, match=r"redis\.cluster") as err:
+        SessionMemory(cfg)
+    assert "\n" not in str(err.value)
+
+
+def test_the_environment_sets_cluster_and_queue_url(monkeypatch, tmp_path):
+    from hermes_redis import config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HERMES_REDIS_CLUSTER", "true")
+    monkeypatch.setenv("HERMES_REDIS_QUEUE_URL", "redis://queue:6379/0")
+    cfg = config.load()
+    assert cfg.redis.cluster is True and cfg.redis.queue_url == "redis://queue:6379/0"
+    assert "$HERMES_REDIS_CLUSTER" in cfg.source
