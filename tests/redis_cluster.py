@@ -33,9 +33,38 @@ class ClusterServers:
     """Three cluster-enabled redis-servers that serve every slot between them."""
 
     def __init__(self, size: int = 3, aof: bool = True) -> None:
-        extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                 "--cluster-node-timeout", "5000"]
-        self.nodes = [RedisServer(port=_bus_safe_port(), aof=aof, extra=extra) for _ in range(size)]
+        self.aof = aof
+        self.nodes = [self._server() for _ in range(size)]
+        self.replicas: list[RedisServer] = []
+
+    def _server(self) -> RedisServer:
+        return RedisServer(port=_bus_safe_port(), aof=self.aof, extra=[
+            "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+            "--cluster-node-timeout", "5000"])
+
+    def add_replica(self, primary: RedisServer, timeout: float = 20.0) -> RedisServer:
+        """A replica of ``primary``, started, joined and in sync."""
+        replica = self._server().start()
+        self.replicas.append(replica)
+        client = redis.Redis(port=replica.port, decode_responses=True)
+        client.execute_command("CLUSTER MEET", "127.0.0.1", primary.port)
+        primary_id = redis.Redis(port=primary.port, decode_responses=True).execute_command(
+            "CLUSTER MYID")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client.execute_command("CLUSTER REPLICATE", primary_id)
+                break
+            except redis.ResponseError:  # the MEET has not reached it yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        while client.info("replication").get("master_link_status") != "up":
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test replica did not sync")
+            time.sleep(0.05)
+        self.wait_ok()
+        return replica
 
     @property
     def url(self) -> str:
@@ -70,7 +99,8 @@ class ClusterServers:
         while time.monotonic() < deadline:
             try:
                 infos = [redis.Redis(port=n.port).cluster("info") for n in self.nodes]
-                if all(i["cluster_state"] == "ok" and int(i["cluster_known_nodes"]) == len(self.nodes)
+                known = len(self.nodes) + len(self.replicas)
+                if all(i["cluster_state"] == "ok" and int(i["cluster_known_nodes"]) == known
                        for i in infos):
                     return
             except redis.RedisError:
@@ -79,5 +109,5 @@ class ClusterServers:
         raise RuntimeError("the test Redis Cluster did not reach cluster_state:ok")
 
     def cleanup(self) -> None:
-        for node in self.nodes:
+        for node in self.nodes + self.replicas:
             node.cleanup()

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from hermes_redis import SessionMemory
+from hermes_redis.backends import open_hot
 from hermes_redis.hot import ClusterHot
 from tests.conftest import make_config
 from tests.fault.conftest import figures
@@ -94,3 +96,52 @@ def test_a_primary_restarted_from_an_older_snapshot_loses_nothing_archived(
             lost=lost, duplicated=dup)
     assert not SessionMemory(cfg).hot.restarted()  # once per restart
     agent.close()
+
+
+def test_a_replica_taking_over_a_killed_primary_triggers_catch_up(tmp_path, redis_url):
+    """A real failover: the primary is SIGKILLed and its replica takes over (CLUSTER FAILOVER
+    TAKEOVER, not the node timeout). The replica inherited the old primary's run-id key, so
+    the next process sees the change (and would run catch_up); every acknowledged, archived
+    turn is there and appends continue."""
+    cluster = ClusterServers(aof=False).start()
+    try:
+        cfg = make_config(tmp_path, "redis", cluster.url, queue_url=redis_url)
+        mem = SessionMemory(cfg)
+        by_node = sessions_on_every_node(mem, 2)
+        victim = cluster.nodes[2]  # not the node redis.url names: a new process connects there
+        victim_name = f"127.0.0.1:{victim.port}"
+        replica = cluster.add_replica(victim)
+        acked: dict[str, list[str]] = {}
+        for sid in (s for group in by_node.values() for s in group):
+            acked[sid] = [mem.append(sid, "user", f"q{i}").message_id for i in range(5)]
+            mem.flush(sid)
+        assert not mem.hot.restarted()
+        mem.close()
+        node, primary = redis.Redis(port=replica.port), redis.Redis(port=victim.port)
+        offset = primary.info("replication")["master_repl_offset"]
+        deadline = time.monotonic() + 10  # the replica has every write before the kill
+        while node.info("replication")["master_repl_offset"] < offset:
+            assert time.monotonic() < deadline, "the replica did not catch up"
+            time.sleep(0.02)
+
+        victim.stop(kill=True)
+        node.execute_command("CLUSTER FAILOVER", "TAKEOVER")
+        cluster.nodes[cluster.nodes.index(victim)] = replica  # it serves those slots now
+        cluster.replicas.remove(replica)
+        cluster.replicas.append(victim)  # cleaned up with the rest, no longer running
+        cluster.wait_ok()
+
+        probe = open_hot(cfg)
+        assert probe.restarted()  # the takeover is seen (the replica was in sync: nothing
+        probe.close()  # to restore; the older-snapshot test above restores a lagging shard)
+        agent = SessionMemory(cfg)
+        lost = 0
+        for sid, ids in acked.items():
+            assert [m.message_id for m in agent.messages(sid)] == ids
+            lost += len(set(ids) - {r[0] for r in archived(agent, sid)})
+            assert agent.append(sid, "user", "after").seq == 6
+        figures("cluster_replica_takeover", sessions=len(acked), lost=lost,
+                shard_sessions=len(by_node[victim_name]))
+        agent.close()
+    finally:
+        cluster.cleanup()
