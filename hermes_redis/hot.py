@@ -14,7 +14,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -826,6 +826,19 @@ class ClusterHot(RedisHot):
     def _slot_key(self, slot: int, name: str) -> str:
         return f"{self.prefix}:{{{slot_tag(slot)}}}:{name}"
 
+    def _on_nodes(self, fn: Callable[[], T]) -> T:
+        """``fn`` talks to nodes directly (not through redis-py's routing): when a node cannot
+        be reached, reload the topology before ``_call`` retries, so a failover is followed."""
+        def run() -> T:
+            try:
+                return fn()
+            except (redis.ConnectionError, redis.TimeoutError):
+                with suppress(redis.RedisError):
+                    self.client.nodes_manager.initialize()
+                raise
+
+        return self._call(run)
+
     def index_key(self, sid: str = "") -> str:
         return self._slot_key(key_slot(self.meta_key(sid).encode()), "sessions")
 
@@ -859,7 +872,7 @@ class ClusterHot(RedisHot):
             return [item for reply in pipe.execute() for item in reply]
 
         try:
-            return self._call(per_node)
+            return self._on_nodes(per_node)
         except (redis.exceptions.ResponseError, redis.exceptions.ClusterError):  # slots moved
             self.client.nodes_manager.initialize()
             return self._call(via_cluster)
@@ -924,7 +937,7 @@ class ClusterHot(RedisHot):
                 changed |= (seen.decode() if isinstance(seen, bytes) else seen) != run_id
             return changed
 
-        return bool(self._call(run))
+        return bool(self._on_nodes(run))
 
     def memory_use(self) -> tuple[int, int] | None:
         """The fullest primary's (used, maxmemory): appends fail on the first node that fills."""
@@ -933,7 +946,7 @@ class ClusterHot(RedisHot):
                     for i in (node.info("memory") for _n, node, _s in self.primaries())]
             return max(uses, key=lambda u: u[0] / u[1] if u[1] else 0.0)
 
-        return self._call(run)
+        return self._on_nodes(run)
 
     def ping(self) -> None:
         self._call(lambda: self.client.ping(target_nodes=self.client.PRIMARIES))

@@ -115,8 +115,7 @@ def test_a_replica_taking_over_a_killed_primary_triggers_catch_up(tmp_path, redi
         for sid in (s for group in by_node.values() for s in group):
             acked[sid] = [mem.append(sid, "user", f"q{i}").message_id for i in range(5)]
             mem.flush(sid)
-        assert not mem.hot.restarted()
-        mem.close()
+        assert not mem.hot.restarted()  # mem stays open: a process running through the failover
         node, primary = redis.Redis(port=replica.port), redis.Redis(port=victim.port)
         offset = primary.info("replication")["master_repl_offset"]
         deadline = time.monotonic() + 10  # the replica has every write before the kill
@@ -140,6 +139,10 @@ def test_a_replica_taking_over_a_killed_primary_triggers_catch_up(tmp_path, redi
             assert [m.message_id for m in agent.messages(sid)] == ids
             lost += len(set(ids) - {r[0] for r in archived(agent, sid)})
             assert agent.append(sid, "user", "after").seq == 6
+        assert set(mem.hot.session_ids()) == set(acked)  # the running process follows it
+        for sid in by_node[victim_name]:
+            assert mem.append(sid, "assistant", "still here").seq == 7
+        mem.close()
         figures("cluster_replica_takeover", sessions=len(acked), lost=lost,
                 shard_sessions=len(by_node[victim_name]))
         agent.close()
