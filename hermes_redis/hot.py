@@ -816,6 +816,7 @@ class ClusterHot(RedisHot):
     def __init__(self, client: Any, prefix: str, url: str, retries: int = 3,
                  queue: redis.Redis | None = None) -> None:
         super().__init__(client, prefix, url, retries, queue)
+        self._keys_of_every_slot: dict[str, list[str]] = {}
         self._load_scripts()
 
     def _load_scripts(self) -> None:
@@ -845,11 +846,16 @@ class ClusterHot(RedisHot):
     def backlog_key(self, sid: str = "") -> str:
         return self._slot_key(key_slot(self.meta_key(sid).encode()), "backlog")
 
-    def _every_slot(self, name: str, command: Callable[[Any, str], Any]) -> list[Any]:
-        """``command(pipe, key)`` for each slot's ``name`` zset: one plain pipeline per primary
+    def _every_slot(self, name: str, *command: Any) -> list[Any]:
+        """``command[0] key *command[1:]`` on each slot's ``name`` zset (a raw command: redis-py's
+        helpers cost a third more Python per call): one plain pipeline per primary
         for the slots it serves (a cluster pipeline costs ~10x more Python per command). While
         slots move (MOVED, ASK) it falls back to redis-py's cluster pipeline, which follows
         them. The replies of all slots, concatenated."""
+        keys = self._keys_of_every_slot.get(name)
+        if keys is None:
+            keys = self._keys_of_every_slot[name] = [self._slot_key(s, name) for s in range(SLOTS)]
+
         def per_node() -> list[Any]:
             by_node: dict[str, list[int]] = {}
             for slot, nodes in self.client.nodes_manager.slots_cache.items():
@@ -861,14 +867,14 @@ class ClusterHot(RedisHot):
                 node = self.client.get_node(node_name=node_name)
                 pipe = self.client.get_redis_connection(node).pipeline(transaction=False)
                 for slot in slots:
-                    command(pipe, self._slot_key(slot, name))
+                    pipe.execute_command(command[0], keys[slot], *command[1:])
                 out += [item for reply in pipe.execute() for item in reply]
             return out
 
         def via_cluster() -> list[Any]:
             pipe = self.client.pipeline(transaction=False)
-            for slot in range(SLOTS):
-                command(pipe, self._slot_key(slot, name))
+            for key in keys:
+                pipe.execute_command(command[0], key, *command[1:])
             return [item for reply in pipe.execute() for item in reply]
 
         try:
@@ -878,9 +884,8 @@ class ClusterHot(RedisHot):
             return self._call(via_cluster)
 
     def session_ids(self) -> list[str]:
-        pairs = self._every_slot("sessions", lambda pipe, key: pipe.zrange(key, 0, -1,
-                                                                            withscores=True))
-        return [sid.decode() for sid, _ in sorted(pairs, key=lambda p: -p[1])]
+        pairs = self._every_slot("sessions", "ZRANGE", 0, -1, "WITHSCORES")
+        return [sid.decode() for sid, _ in sorted(pairs, key=lambda p: -float(p[1]))]
 
     def unindex(self, sids: list[str]) -> None:
         def run() -> None:
@@ -893,16 +898,15 @@ class ClusterHot(RedisHot):
             self._call(run)
 
     def backlog_sessions(self, older_than: float) -> list[str]:
-        return [s.decode() for s in self._every_slot(
-            "backlog", lambda pipe, key: pipe.zrangebyscore(key, "-inf", older_than))]
+        return [s.decode() for s in self._every_slot("backlog", "ZRANGEBYSCORE", "-inf",
+                                                     repr(older_than))]
 
     def _pipe_script(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
         """A cluster pipeline refuses ``Script`` calls but routes a raw EVALSHA by its keys."""
         pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
 
     def backlog_summary(self) -> tuple[int, float]:
-        pairs = self._every_slot("backlog", lambda pipe, key: pipe.zrange(key, 0, -1,
-                                                                           withscores=True))
+        pairs = self._every_slot("backlog", "ZRANGE", 0, -1, "WITHSCORES")
         return len(pairs), _oldest(pairs)
 
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
