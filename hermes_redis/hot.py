@@ -841,10 +841,15 @@ class ClusterHot(RedisHot):
         return self._call(run)
 
     def index_key(self, sid: str = "") -> str:
-        return self._slot_key(key_slot(self.meta_key(sid).encode()), "sessions")
+        return self._slot_key(self._slot_of(sid), "sessions")
 
     def backlog_key(self, sid: str = "") -> str:
-        return self._slot_key(key_slot(self.meta_key(sid).encode()), "backlog")
+        return self._slot_key(self._slot_of(sid), "backlog")
+
+    def _slot_of(self, sid: str) -> int:
+        if not sid:  # a global key would land in some other slot: CROSSSLOT in a script
+            raise ValueError("on a cluster the index and backlog are per slot: pass the session id")
+        return key_slot(self.meta_key(sid).encode())
 
     def _every_slot(self, name: str, *command: Any) -> list[Any]:
         """``command[0] key *command[1:]`` on each slot's ``name`` zset (a raw command: redis-py's
