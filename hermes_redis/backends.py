@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
@@ -12,7 +13,7 @@ from hermes_redis import embedded
 from hermes_redis.archive import Archive, ArchiveStore
 from hermes_redis.config import Config
 from hermes_redis.errors import BackendUnavailableError, ConfigError
-from hermes_redis.hot import HotStore, MemoryHot, RedisHot, redact_url
+from hermes_redis.hot import ClusterHot, HotStore, MemoryHot, RedisHot, redact_url
 
 FLUSH_JOB = "workers.jobs.flush_session"
 log = logging.getLogger(__name__)
@@ -34,11 +35,50 @@ def connect(url: str, config: Config) -> redis.Redis:
     return client
 
 
+def connect_cluster(url: str, config: Config) -> Any:
+    """A ``RedisCluster`` from one node's URL; it finds the other nodes itself."""
+    from redis.cluster import RedisCluster
+    from redis.exceptions import RedisClusterException
+
+    timeout = config.redis.socket_timeout
+    try:
+        return RedisCluster.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                     health_check_interval=30)
+    except ValueError as err:
+        raise ConfigError(f"{config.source}: redis.url {redact_url(url)!r} is not a Redis URL "
+                          f"({err}); use redis://host:port of any cluster node") from None
+    except (redis.RedisError, RedisClusterException) as err:
+        raise BackendUnavailableError(f"cannot reach a Redis Cluster at {redact_url(url)} "
+                                      f"({str(err).splitlines()[0]}); check redis.url and "
+                                      "redis.cluster") from None
+
+
+def is_cluster(client: redis.Redis) -> bool:
+    """INFO cluster says cluster_enabled:1 (False when it cannot be asked)."""
+    try:
+        return int(client.info("cluster").get("cluster_enabled", 0)) == 1
+    except redis.RedisError:
+        return False  # unreachable: the ping names the problem; INFO refused: not a cluster
+
+
 def open_hot(config: Config) -> HotStore:
     if config.session.backend == "memory":
         return MemoryHot()
     url = redis_url(config)
-    store = RedisHot(connect(url, config), config.redis.key_prefix, url, config.redis.retries)
+    queue_url = config.redis.queue_url
+    queue = connect(queue_url, config) if queue_url else None
+    client = connect(url, config)
+    store: RedisHot
+    if config.redis.cluster or is_cluster(client):
+        client.close()
+        if queue is None:
+            raise ConfigError(f"{config.source}: Redis at {redact_url(url)} is a cluster and RQ "
+                              "cannot queue on one: set redis.queue_url to a plain Redis "
+                              "(or HERMES_REDIS_QUEUE_URL)")
+        store = ClusterHot(connect_cluster(url, config), config.redis.key_prefix, url,
+                           config.redis.retries, queue)
+    else:
+        store = RedisHot(client, config.redis.key_prefix, url, config.redis.retries, queue)
     store.ping()
     check_server(store, config)
     return store
@@ -65,16 +105,19 @@ def check_server(store: RedisHot, config: Config) -> None:
     ``redis.allow_eviction: true`` accepts the risk, loudly.
     A Redis that does not allow CONFIG (managed services) is used, with a warning saying
     what could not be checked; one that persists nothing gets a warning."""
-    try:
-        findings = redis_safety(store.client, config)
-    except (redis.ConnectionError, redis.TimeoutError) as err:
-        raise BackendUnavailableError(f"cannot reach Redis at {store.url} ({err})") from None
-    for status, detail, fix in findings:
-        if status == "fail":
-            raise ConfigError(f"Redis at {store.url} {detail}: {fix}")
-        if status == "warn":
-            log.warning("Redis at %s %s; %s", store.url, detail, fix)
-            store.warnings.append(f"{detail}; {fix}")
+    nodes = ([(f"{store.url} (node {name})", client) for name, client, _ in store.primaries()]
+             if isinstance(store, ClusterHot) else [(str(store.url), store.client)])
+    for where, client in nodes:  # on a cluster, every primary
+        try:
+            findings = redis_safety(client, config)
+        except (redis.ConnectionError, redis.TimeoutError) as err:
+            raise BackendUnavailableError(f"cannot reach Redis at {where} ({err})") from None
+        for status, detail, fix in findings:
+            if status == "fail":
+                raise ConfigError(f"Redis at {where} {detail}: {fix}")
+            if status == "warn" and f"{detail}; {fix}" not in store.warnings:
+                log.warning("Redis at %s %s; %s", where, detail, fix)
+                store.warnings.append(f"{detail}; {fix}")
 
 
 def redis_safety(client: redis.Redis, config: Config) -> list[tuple[str, str, str]]:

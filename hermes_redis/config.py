@@ -63,6 +63,8 @@ class Memory:
 @dataclass(frozen=True)
 class Redis:
     url: str | None = None
+    cluster: bool = False  # a Redis Cluster (also detected: INFO cluster says cluster_enabled:1)
+    queue_url: str | None = None  # RQ's own Redis; required with a cluster (RQ cannot use one)
     key_prefix: str = "hermes"
     queue: str = "hermes"
     socket_timeout: float = 5.0
@@ -164,6 +166,8 @@ class Config:
 
 ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "HERMES_REDIS_URL": ("redis", "url"),
+    "HERMES_REDIS_CLUSTER": ("redis", "cluster"),
+    "HERMES_REDIS_QUEUE_URL": ("redis", "queue_url"),
     "HERMES_KEY_PREFIX": ("redis", "key_prefix"),
     "HERMES_QUEUE": ("redis", "queue"),
     "HERMES_DATA_DIR": ("archive", "data_dir"),

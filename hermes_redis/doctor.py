@@ -14,13 +14,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis
+from redis.cluster import RedisCluster
 
 from hermes_redis import embedded
 from hermes_redis.archive import SCHEMA_VERSION
-from hermes_redis.backends import connect, redis_safety
+from hermes_redis.backends import connect, connect_cluster, is_cluster, redis_safety
 from hermes_redis.config import Config
 from hermes_redis.errors import HermesError
-from hermes_redis.hot import redact_url
+from hermes_redis.hot import ClusterHot, RedisHot, redact_url
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 BACKLOG_AGE_WARN = 300.0  # seconds: a healthy worker archives within seconds
@@ -88,7 +89,37 @@ def _client(config: Config, checks: list[Check]) -> redis.Redis | None:
         checks.append(Check("redis", FAIL, f"cannot reach Redis at {redact_url(url)} ({err})",
                             "start Redis or fix redis.url / HERMES_REDIS_URL"))
         return None
-    where = f"Redis {info.get('redis_version', '?')} at {redact_url(url)}"
+    if config.redis.cluster or is_cluster(client):
+        client.close()
+        return _cluster(config, url, checks)
+    _node_checks(config, client, f"Redis {info.get('redis_version', '?')} at {redact_url(url)}",
+                 memory, checks)
+    return client
+
+
+def _cluster(config: Config, url: str, checks: list[Check]) -> Any:
+    """A Redis Cluster: the safety and memory checks on every primary; the cluster client."""
+    try:
+        cluster = connect_cluster(url, config)
+        hot = ClusterHot(cluster, config.redis.key_prefix, url)
+        for name, node, _slot in hot.primaries():
+            info = node.info("server")
+            where = (f"Redis {info.get('redis_version', '?')} at {name} "
+                     f"(cluster {redact_url(url)})")
+            _node_checks(config, node, where, node.info("memory"), checks)
+    except (HermesError, redis.RedisError) as err:
+        checks.append(Check("redis", FAIL, f"cannot check the Redis Cluster at {redact_url(url)} "
+                            f"({_first(err)})", "start its nodes or fix redis.url"))
+        return None
+    return cluster
+
+
+def _first(err: BaseException) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def _node_checks(config: Config, client: redis.Redis, where: str, memory: dict[str, Any],
+                 checks: list[Check]) -> None:
     for status, detail, fix in redis_safety(client, config):
         checks.append(Check("redis", status, f"{where}: {detail}", fix))
     used, limit = int(memory.get("used_memory", 0)), int(memory.get("maxmemory", 0))
@@ -100,7 +131,6 @@ def _client(config: Config, checks: list[Check]) -> redis.Redis | None:
     else:
         of = f" of {_mib(limit)} maxmemory" if limit else " (no maxmemory limit)"
         checks.append(Check("memory", OK, f"Redis uses {_mib(used)}{of}"))
-    return client
 
 
 def archive_check(config: Config) -> Check:
@@ -162,11 +192,19 @@ def postgres_check(url: str) -> Check:
                  f"version {version}{upgrade}")
 
 
-def worker_checks(config: Config, client: redis.Redis) -> list[Check]:
+def worker_checks(config: Config, hot_client: Any) -> list[Check]:
+    """The workers, the backlog and the jobs; RQ's registries live on ``redis.queue_url``
+    when it is set (always with a cluster), the backlog on the hot tier."""
     from rq import Queue, Worker
     from rq.registry import FailedJobRegistry
 
     name, prefix = config.redis.queue, config.redis.key_prefix
+    cluster = isinstance(hot_client, RedisCluster)
+    if cluster and not config.redis.queue_url:
+        return [Check("workers", FAIL, "the hot tier is a Redis Cluster and RQ cannot queue on "
+                      "one", "set redis.queue_url to a plain Redis")]
+    client = connect(config.redis.queue_url, config) if config.redis.queue_url else hot_client
+    hot = (ClusterHot if cluster else RedisHot)(hot_client, prefix, config.redis.url or "")
     checks: list[Check] = []
     probes: list[Callable[[], Check]] = []
 
@@ -178,12 +216,10 @@ def worker_checks(config: Config, client: redis.Redis) -> list[Check]:
         return Check("workers", OK, f"{len(alive)} worker(s) on queue {name!r}")
 
     def backlog() -> Check:
-        key = f"{prefix}:backlog"
-        size = int(client.zcard(key))
-        oldest: list[Any] = client.zrange(key, 0, 0, withscores=True)
+        size, oldest = hot.backlog_summary()
         if not size:
             return Check("backlog", OK, "every turn is archived")
-        age = max(0.0, time.time() - float(oldest[0][1]))
+        age = max(0.0, time.time() - oldest)
         text = f"{size} session(s) hold unarchived turns; the oldest waits {age:.0f}s"
         if age > BACKLOG_AGE_WARN:
             return Check("backlog", WARN, text, "check the workers' logs; `hermes-redis worker "
@@ -205,6 +241,10 @@ def worker_checks(config: Config, client: redis.Redis) -> list[Check]:
         except redis.RedisError as err:
             checks.append(Check(probe.__name__, FAIL, f"could not read it from Redis ({err})",
                                 "check the ACL user's permissions"))
+        except HermesError as err:
+            checks.append(Check(probe.__name__, FAIL, str(err), "check redis.url"))
+    if client is not hot_client:
+        client.close()
     return checks
 
 

@@ -14,7 +14,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgpack
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.crc import key_slot
 from redis.retry import Retry
 
 from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError
@@ -499,8 +500,10 @@ class RedisHot(HotStore):
     name = "redis"
     needs_worker = True
 
-    def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3) -> None:
+    def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3,
+                 queue: redis.Redis | None = None) -> None:
         self.client: Any = client  # redis-py's stubs type replies as bytes | str
+        self.queue = queue  # redis.queue_url's Redis; None: RQ shares the hot tier's
         self.retries = retries
         self._retry = Retry(ExponentialBackoff(cap=1.0, base=0.025), retries,
                             supported_errors=(redis.ConnectionError, redis.TimeoutError))
@@ -518,7 +521,8 @@ class RedisHot(HotStore):
     def list_key(self, sid: str) -> str:
         return f"{self.prefix}:{{{sid}}}:msgs"
 
-    def index_key(self) -> str:
+    def index_key(self, sid: str = "") -> str:
+        """The session index (one global zset; per slot on a cluster, ``ClusterHot``)."""
         return f"{self.prefix}:sessions"
 
     def memories_key(self, user_id: str) -> str:
@@ -527,7 +531,8 @@ class RedisHot(HotStore):
     def memories_gen_key(self, user_id: str) -> str:
         return f"{self.prefix}:{{user:{user_id}}}:memories-gen"
 
-    def backlog_key(self) -> str:
+    def backlog_key(self, sid: str = "") -> str:
+        """Sessions holding unarchived messages (one global zset; per slot on a cluster)."""
         return f"{self.prefix}:backlog"
 
     def full_key(self, sid: str) -> str:
@@ -579,7 +584,7 @@ class RedisHot(HotStore):
             return self._retry.call_with_retry(lambda: fn(next(attempt)), refuse_auth)
 
     def queue_connection(self) -> Any:
-        return self.client
+        return self.client if self.queue is None else self.queue
 
     def restarted(self) -> bool:
         def run() -> bool:
@@ -598,6 +603,8 @@ class RedisHot(HotStore):
 
     def close(self) -> None:
         self.client.close()
+        if self.queue is not None:
+            self.queue.close()
 
     def create(self, sid: str, meta: SessionMeta, ttl: int) -> bool:
         return self.hydrate(sid, meta, [], ttl)
@@ -606,7 +613,7 @@ class RedisHot(HotStore):
                full_texts: Mapping[str, str] | None = None,
                dedupe: bool = False) -> tuple[list[int], bool]:
         sid = msgs[0].session_id
-        keys = [self.meta_key(sid), self.list_key(sid), self.index_key(), self.backlog_key(),
+        keys = [self.meta_key(sid), self.list_key(sid), self.index_key(sid), self.backlog_key(sid),
                 self.full_key(sid)]
         full = full_texts or {}
         args: list[Any] = [repr(now), sid, title, 0, len(msgs)]
@@ -635,8 +642,8 @@ class RedisHot(HotStore):
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
         def run() -> list[Any]:
             pipe = self.client.pipeline(transaction=False)
-            self._scripts["read"](keys=[self.meta_key(sid), self.list_key(sid)],
-                                  args=[-1 if ttl is None else ttl, budget], client=pipe)
+            self._pipe_script(pipe, "read", [self.meta_key(sid), self.list_key(sid)],
+                              [-1 if ttl is None else ttl, budget])
             if user_id is not None:
                 pipe.get(self.memories_key(user_id))
                 pipe.get(self.memories_gen_key(user_id))
@@ -649,6 +656,10 @@ class RedisHot(HotStore):
         fields, entries, size = got[0]
         raw = dict(zip(fields[::2], fields[1::2], strict=True))
         return HotRead(_meta(raw), list(entries), int(size), cached, gen)
+
+    def _pipe_script(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
+        """Queue script ``name`` on ``pipe`` (loaded first if Redis lacks it)."""
+        self._scripts[name](keys=keys, args=args, client=pipe)
 
     def cached_memories(self, user_id: str) -> tuple[list[str] | None, int]:
         raw, gen = self._call(lambda: self.client.mget(
@@ -707,7 +718,7 @@ class RedisHot(HotStore):
         return {m: v.decode() for m, v in zip(message_ids, raw, strict=True) if v is not None}
 
     def ack_flush(self, sid: str, upto_seq: int, ttl: int, archived_ids: list[str]) -> int:
-        keys = [self.meta_key(sid), self.list_key(sid), self.backlog_key(), self.full_key(sid)]
+        keys = [self.meta_key(sid), self.list_key(sid), self.backlog_key(sid), self.full_key(sid)]
         args = [upto_seq, ttl, sid, *archived_ids]
         return int(self._call(lambda: self._scripts["ack_flush"](keys=keys, args=args)))
 
@@ -732,7 +743,7 @@ class RedisHot(HotStore):
         return bool(self._call(lambda: self._scripts["pop"](keys=keys, args=list(target))))
 
     def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:
-        keys = [self.meta_key(sid), self.list_key(sid), self.index_key()]
+        keys = [self.meta_key(sid), self.list_key(sid), self.index_key(sid)]
         fields = meta.to_hash()
         flat = [x for kv in fields.items() for x in kv]
         args = [ttl, fields["updated_at"], sid, len(fields), *flat, *(m.pack() for m in messages)]
@@ -755,9 +766,10 @@ class RedisHot(HotStore):
     def drop(self, sid: str) -> None:
         def run() -> None:
             pipe = self.client.pipeline(transaction=False)
-            pipe.delete(self.meta_key(sid), self.list_key(sid), self.full_key(sid))
-            pipe.zrem(self.index_key(), sid)
-            pipe.zrem(self.backlog_key(), sid)
+            for key in (self.meta_key(sid), self.list_key(sid), self.full_key(sid)):
+                pipe.delete(key)  # one key a DEL: a cluster pipeline takes no multi-key DEL
+            pipe.zrem(self.index_key(sid), sid)
+            pipe.zrem(self.backlog_key(sid), sid)
             pipe.execute()
 
         self._call(run)
@@ -777,6 +789,197 @@ class RedisHot(HotStore):
     def backlog_sessions(self, older_than: float) -> list[str]:
         raw = self._call(lambda: self.client.zrangebyscore(self.backlog_key(), "-inf", older_than))
         return [s.decode() for s in raw]
+
+    def backlog_summary(self) -> tuple[int, float]:
+        """(sessions holding unarchived messages, when the oldest of them got its first one;
+        0.0 for none), for ``doctor``."""
+        def run() -> tuple[int, float]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zcard(self.backlog_key())
+            pipe.zrange(self.backlog_key(), 0, 0, withscores=True)
+            size, oldest = pipe.execute()
+            return int(size), _oldest(oldest)
+
+        return self._call(run)
+
+
+SLOTS = 16384  # Redis Cluster's hash slots
+_slot_tags: list[str] = []  # slot -> a hash tag that hashes to it, built on first use
+
+
+def slot_tag(slot: int) -> str:
+    """A short string whose CRC16 lands in ``slot``: the hash tag of that slot's index, backlog
+    and run-id keys, so a script updates the index of its session's own slot (no CROSSSLOT)."""
+    if not _slot_tags:
+        table = [""] * SLOTS
+        left, n = SLOTS, 0
+        while left:
+            tag = f"s{n}"
+            slot_of = key_slot(tag.encode())
+            if not table[slot_of]:
+                table[slot_of] = tag
+                left -= 1
+            n += 1
+        _slot_tags[:] = table
+    return _slot_tags[slot]
+
+
+class ClusterHot(RedisHot):
+    """Redis Cluster hot tier. A session's keys share the tag ``{session_id}``; the session
+    index and the backlog are one zset per hash slot, tagged with ``slot_tag(slot)``, so every
+    script touches one slot. Listing reads every slot's zset, pipelined per node. RQ cannot
+    use a cluster: its queue lives on ``redis.queue_url``."""
+
+    def __init__(self, client: Any, prefix: str, url: str, retries: int = 3,
+                 queue: redis.Redis | None = None) -> None:
+        super().__init__(client, prefix, url, retries, queue)
+        self._keys_of_every_slot: dict[str, list[str]] = {}
+        self._load_scripts()
+
+    def _load_scripts(self) -> None:
+        """A cluster pipeline cannot load a script it lacks: load them on every primary."""
+        for script in self._scripts.values():
+            self.client.script_load(script.script)
+
+    def _slot_key(self, slot: int, name: str) -> str:
+        return f"{self.prefix}:{{{slot_tag(slot)}}}:{name}"
+
+    def _on_nodes(self, fn: Callable[[], T]) -> T:
+        """``fn`` talks to nodes directly (not through redis-py's routing): when a node cannot
+        be reached, reload the topology before ``_call`` retries, so a failover is followed."""
+        def run() -> T:
+            try:
+                return fn()
+            except (redis.ConnectionError, redis.TimeoutError):
+                with suppress(redis.RedisError):
+                    self.client.nodes_manager.initialize()
+                raise
+
+        return self._call(run)
+
+    def index_key(self, sid: str = "") -> str:
+        return self._slot_key(self._slot_of(sid), "sessions")
+
+    def backlog_key(self, sid: str = "") -> str:
+        return self._slot_key(self._slot_of(sid), "backlog")
+
+    def _slot_of(self, sid: str) -> int:
+        if not sid:  # a global key would land in some other slot: CROSSSLOT in a script
+            raise ValueError("on a cluster the index and backlog are per slot: pass the session id")
+        return key_slot(self.meta_key(sid).encode())
+
+    def _every_slot(self, name: str, *command: Any) -> list[Any]:
+        """``command[0] key *command[1:]`` on each slot's ``name`` zset (a raw command: redis-py's
+        helpers cost a third more Python per call): one plain pipeline per primary
+        for the slots it serves (a cluster pipeline costs ~10x more Python per command). While
+        slots move (MOVED, ASK) it falls back to redis-py's cluster pipeline, which follows
+        them. The replies of all slots, concatenated."""
+        keys = self._keys_of_every_slot.get(name)
+        if keys is None:
+            keys = self._keys_of_every_slot[name] = [self._slot_key(s, name) for s in range(SLOTS)]
+
+        def per_node() -> list[Any]:
+            by_node: dict[str, list[int]] = {}
+            for slot, nodes in self.client.nodes_manager.slots_cache.items():
+                by_node.setdefault(nodes[0].name, []).append(slot)
+            if sum(map(len, by_node.values())) < SLOTS:
+                raise redis.exceptions.ClusterDownError("not every slot is served")
+            out: list[Any] = []
+            for node_name, slots in by_node.items():
+                node = self.client.get_node(node_name=node_name)
+                pipe = self.client.get_redis_connection(node).pipeline(transaction=False)
+                for slot in slots:
+                    pipe.execute_command(command[0], keys[slot], *command[1:])
+                out += [item for reply in pipe.execute() for item in reply]
+            return out
+
+        def via_cluster() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.execute_command(command[0], key, *command[1:])
+            return [item for reply in pipe.execute() for item in reply]
+
+        try:
+            return self._on_nodes(per_node)
+        except (redis.exceptions.ResponseError, redis.exceptions.ClusterError):  # slots moved
+            self.client.nodes_manager.initialize()
+            return self._call(via_cluster)
+
+    def session_ids(self) -> list[str]:
+        pairs = self._every_slot("sessions", "ZRANGE", 0, -1, "WITHSCORES")
+        return [sid.decode() for sid, _ in sorted(pairs, key=lambda p: -float(p[1]))]
+
+    def unindex(self, sids: list[str]) -> None:
+        def run() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for sid in sids:
+                pipe.zrem(self.index_key(sid), sid)
+            pipe.execute()
+
+        if sids:
+            self._call(run)
+
+    def backlog_sessions(self, older_than: float) -> list[str]:
+        return [s.decode() for s in self._every_slot("backlog", "ZRANGEBYSCORE", "-inf",
+                                                     repr(older_than))]
+
+    def _pipe_script(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
+        """A cluster pipeline refuses ``Script`` calls but routes a raw EVALSHA by its keys."""
+        pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
+
+    def backlog_summary(self) -> tuple[int, float]:
+        pairs = self._every_slot("backlog", "ZRANGE", 0, -1, "WITHSCORES")
+        return len(pairs), _oldest(pairs)
+
+    def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
+        try:
+            return super().read(sid, ttl, budget, user_id)
+        except redis.exceptions.NoScriptError:  # a node restarted with an empty script cache
+            self._call(self._load_scripts)
+            return super().read(sid, ttl, budget, user_id)
+
+    def primaries(self) -> list[tuple[str, redis.Redis, int]]:
+        """(host:port, a client of that node, the lowest slot it serves) per primary."""
+        owned: dict[str, int] = {}
+        for slot, nodes in sorted(self.client.nodes_manager.slots_cache.items()):
+            if nodes:
+                owned.setdefault(nodes[0].name, slot)
+        out = []
+        for node in self.client.get_primaries():
+            if node.name in owned:
+                out.append((node.name, self.client.get_redis_connection(node), owned[node.name]))
+        return out
+
+    def restarted(self) -> bool:
+        """True once per restart or failover of any primary: each primary keeps the run_id it
+        was seen with under a key of a slot it serves (a replica that takes over inherits the
+        old one, a restart from an older snapshot an older one). ``catch_up`` then checks every
+        session, of every node, against the archive."""
+        def run() -> bool:
+            changed = False
+            for _name, node, slot in self.primaries():
+                run_id = str(node.info("server").get("run_id", ""))
+                seen = node.getset(self._slot_key(slot, "run-id"), run_id)
+                changed |= (seen.decode() if isinstance(seen, bytes) else seen) != run_id
+            return changed
+
+        return bool(self._on_nodes(run))
+
+    def memory_use(self) -> tuple[int, int] | None:
+        """The fullest primary's (used, maxmemory): appends fail on the first node that fills."""
+        def run() -> tuple[int, int]:
+            uses = [(int(i.get("used_memory", 0)), int(i.get("maxmemory", 0)))
+                    for i in (node.info("memory") for _n, node, _s in self.primaries())]
+            return max(uses, key=lambda u: u[0] / u[1] if u[1] else 0.0)
+
+        return self._on_nodes(run)
+
+    def ping(self) -> None:
+        self._call(lambda: self.client.ping(target_nodes=self.client.PRIMARIES))
+
+
+def _oldest(pairs: list[Any]) -> float:
+    return min((float(score) for _, score in pairs), default=0.0)
 
 
 def _memories(raw: bytes | None) -> list[str] | None:

@@ -23,8 +23,8 @@ def _appender(config, sid: str, worker: int, n: int) -> None:
     mem.close()
 
 
-def test_four_processes_append_2000_messages_to_one_session(config_factory):
-    config = config_factory("redis")
+def test_four_processes_append_2000_messages_to_one_session(config_factory, redis_kind):
+    config = config_factory(redis_kind)
     mem = SessionMemory(config)
     sid = mem.create_session(user_id="load")
     _run(config, sid, _appender, 500)
@@ -51,9 +51,9 @@ def _turns(config, sid: str, worker: int, n: int) -> None:
     mem.close()
 
 
-def test_turns_from_four_processes_stay_whole(config_factory):
+def test_turns_from_four_processes_stay_whole(config_factory, redis_kind):
     """append_many: each 4-message turn gets 4 consecutive seqs, whoever else appends."""
-    config = config_factory("redis")
+    config = config_factory(redis_kind)
     mem = SessionMemory(config)
     sid = mem.create_session(user_id="load")
     _run(config, sid, _turns, 100)

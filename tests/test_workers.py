@@ -22,11 +22,11 @@ def decisions(i: int) -> tuple[str, str]:
     return f"thanks, that looks good ({i})", "you're welcome, happy to help"
 
 
-def test_200_turns_burst_worker_done_criterion(config_factory):
-    with SessionMemory(config_factory("redis")) as mem:
+def test_200_turns_burst_worker_done_criterion(config_factory, redis_kind):
+    with SessionMemory(config_factory(redis_kind)) as mem:
         sid = mem.create_session(user_id="alice")
         converse(mem, sid, 200, decisions)
-        assert len(Queue(mem.config.redis.queue, connection=mem.hot.client)) == 1  # deduplicated
+        assert len(Queue(mem.config.redis.queue, connection=mem.hot.queue_connection())) == 1  # deduplicated
         run(mem, burst=True)
         rows = archive_rows(mem.config, sid)
         assert len(rows) == 400 and len({r[0] for r in rows}) == 400
@@ -75,8 +75,8 @@ def test_compaction_strategies(config_factory, strategy):
             assert seqs == [59, 60]
 
 
-def test_compaction_never_trims_unarchived(config_factory):
-    with SessionMemory(config_factory("redis", max_messages=4)) as mem:
+def test_compaction_never_trims_unarchived(config_factory, redis_kind):
+    with SessionMemory(config_factory(redis_kind, max_messages=4)) as mem:
         sid = mem.create_session()
         converse(mem, sid, 10, decisions)  # no worker: nothing archived yet
         assert mem.maintainer.needs_compaction(sid)
@@ -86,8 +86,8 @@ def test_compaction_never_trims_unarchived(config_factory):
         assert len(mem.cold.messages(sid)) == 20
 
 
-def test_flush_is_idempotent_after_a_partial_write(config_factory):
-    with SessionMemory(config_factory("redis")) as mem:
+def test_flush_is_idempotent_after_a_partial_write(config_factory, redis_kind):
+    with SessionMemory(config_factory(redis_kind)) as mem:
         sid = mem.create_session()
         converse(mem, sid, 20, decisions)
         half = mem.hot.messages(sid)[:17]
@@ -127,24 +127,24 @@ def test_ttl_memory_backend(config_factory):
         assert mem.context(sid).messages[0].content == "hello"
 
 
-def test_sweep_recovers_a_lost_job(config_factory):
-    with SessionMemory(config_factory("redis")) as mem:
+def test_sweep_recovers_a_lost_job(config_factory, redis_kind):
+    with SessionMemory(config_factory(redis_kind)) as mem:
         sid = mem.create_session()
         converse(mem, sid, 3, decisions)
-        Queue(mem.config.redis.queue, connection=mem.hot.client).empty()  # the job is lost
+        Queue(mem.config.redis.queue, connection=mem.hot.queue_connection()).empty()  # the job is lost
         assert mem.sweep(grace=0) == [sid]
         run(mem, burst=True)
         assert len(mem.cold.messages(sid)) == 6
 
 
-def test_background_worker_process_flushes(config_factory, tmp_path):
+def test_background_worker_process_flushes(config_factory, tmp_path, redis_kind):
     import yaml
 
-    cfg = config_factory("redis")
+    cfg = config_factory(redis_kind)
     path = tmp_path / "config.yml"
     path.write_text(yaml.safe_dump({
         "redis": {"url": cfg.redis.url, "key_prefix": cfg.redis.key_prefix,
-                  "queue": cfg.redis.queue},
+                  "queue": cfg.redis.queue, "queue_url": cfg.redis.queue_url},
         "archive": {"path": str(cfg.archive_path)},
     }))
     proc = subprocess.Popen([sys.executable, "-m", "workers"], env={
