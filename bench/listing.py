@@ -1,5 +1,5 @@
-"""listing: the per-call cost of listing, prefix resolution, search and info as the number of
-sessions grows (issue 14's "listing at scale").
+"""listing: the per-call cost of listing, prefix resolution, search, info, append and
+context() as the number of sessions grows (issue 14's "listing at scale").
 
 Sessions are bulk-loaded straight into the archive (one row each, two messages each, the rows
 ``create_session`` and a flush write), the way the context benchmark loads long histories;
@@ -67,6 +67,9 @@ def run(server: object, workdir: Path, quick: bool) -> Section:
         live = mem.create_session(user_id="u1")  # one in Redis too
         mem.append(live, "user", "a fresh message about backup")
         calls = _calls(mem, probe, n)
+        calls["append (a live session)"] = lambda s=live, m=mem: m.append(s, "user", "and backup")
+        calls["context() (a session loaded back from the archive)"] = \
+            lambda p=probe, m=mem: m.context(p)
         cursor = None
         for _ in range(9):
             cursor = mem.list_sessions(limit=50, cursor=cursor).next_cursor

@@ -39,8 +39,8 @@ def test_workers_down_longer_than_ttl(fault_config, tmp_path):
         assert {a.message_id for a in unflushed} <= {m.message_id for m in mem.hot.messages(sid)}
     burst(path, tmp_path / "burst.log")
     totals = audit(mem, acked)
-    for sid in sids:
-        assert mem.hot.ttl_left(sid) is not None  # archived: may expire now
+    for sid in sids:  # archived: may expire now (with a 1 s TTL, on a busy machine, may have)
+        assert mem.hot.ttl_left(sid) is not None or mem.hot.meta(sid) is None
     time.sleep(2.2)
     assert all(mem.hot.meta(sid) is None for sid in sids)  # expired once archived
     totals_after = audit(mem, acked)  # the archive alone holds everything
