@@ -204,9 +204,15 @@ class HermesClient:
         return [message_from(m) for m in data["messages"]]
 
     def messages(self, session_id: str, after_seq: int = 0,
-                 limit: int | None = None) -> list[Message]:
-        """The history in seq order (every page unless ``limit``)."""
+                 limit: int | None = None, *, last: int | None = None) -> list[Message]:
+        """The history in seq order (every page unless ``limit``); ``last``: the newest
+        ``last`` messages."""
         sid = self._sid(session_id)
+        if last is not None:
+            if last > PAGE:  # more than one response holds: the pages, then the newest of them
+                return self.messages(sid)[-last:]
+            data = self._call("GET", f"/v1/sessions/{sid}/messages", params={"last": last})
+            return [message_from(m) for m in data["messages"]]
         out: list[Message] = []
         while True:
             want = PAGE if limit is None else min(PAGE, limit - len(out))

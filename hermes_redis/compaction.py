@@ -381,6 +381,21 @@ class Maintainer:
             by_seq.setdefault(m.seq, m)
         return [by_seq[s] for s in sorted(by_seq)]
 
+    def newest(self, sid: str, n: int) -> list[Message]:
+        """The last ``n`` messages of the history in seq order: the hot list's tail (a suffix
+        of the history), then, when it holds fewer, the archived ones before it."""
+        hot: list[Message] = []
+        for m in self.hot.tail(sid, page_size=min(n, 256)):
+            hot.append(m)
+            if len(hot) == n:
+                break
+        hot.reverse()
+        if len(hot) < n:
+            below = hot[0].seq if hot else 2**63 - 1
+            older = list(self.cold.before(sid, below, 0, n - len(hot)))
+            hot = older[::-1] + hot
+        return hot
+
     def sync_summary(self, sid: str, wrote: tuple[str, int] | None = None) -> None:
         """Give the archive the hot tier's summary. Every writer re-reads after writing, so
         concurrent writers converge on the newest one (``wrote``: what was just written)."""

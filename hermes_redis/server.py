@@ -623,10 +623,14 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
              responses=ERROR_RESPONSES, tags=["messages"])
     async def list_messages(session_id: SessionId, p: Who,
                             after_seq: Annotated[int, Query(ge=0, lt=2**63)] = 0,
-                            limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100) -> JSONResponse:
+                            limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+                            last: Annotated[int | None, Query(ge=1, le=MAX_PAGE)] = None,
+                            ) -> JSONResponse:
         """Messages with seq > ``after_seq`` in seq order, archived and hot; page on with the
-        last seq returned."""
-        msgs = mem.messages(owned(p, session_id), after_seq=after_seq, limit=limit)
+        last seq returned. ``last``: instead, the newest ``last`` messages in seq order."""
+        sid = owned(p, session_id)
+        msgs = (mem.messages(sid, last=last) if last is not None
+                else mem.messages(sid, after_seq=after_seq, limit=limit))
         return JSONResponse({"messages": [m.as_dict() for m in msgs]})
 
     @app.get("/v1/sessions/{session_id}/context", response_model=ContextOut,

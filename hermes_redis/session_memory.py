@@ -406,10 +406,21 @@ class SessionMemory:
         return self.context(sid, budget, query=query)
 
     def messages(self, session_id: str, after_seq: int = 0,
-                 limit: int | None = None) -> list[Message]:
+                 limit: int | None = None, *, last: int | None = None) -> list[Message]:
         """The full history, archived and hot, in seq order; ``after_seq`` and ``limit`` give
-        one page of it (the first ``limit`` messages with seq > ``after_seq``)."""
+        one page of it (the first ``limit`` messages with seq > ``after_seq``), ``last`` the
+        newest ``last`` messages, read from the hot tail (and the archive only for what the hot
+        tier no longer holds)."""
         sid = check_session_id(session_id)
+        if last is not None:
+            if not isinstance(last, int) or isinstance(last, bool) or last < 1:
+                raise ValidationError(f"last must be a positive number of messages, not {last!r}")
+            if after_seq or limit is not None:
+                raise ValidationError("give last, or after_seq and limit, not both")
+            newest = self.maintainer.newest(sid, last)
+            if not newest:
+                self.user_of(sid)  # raises for an unknown session
+            return newest
         if not isinstance(after_seq, int) or isinstance(after_seq, bool) or not 0 <= after_seq < 2**63:
             raise ValidationError(f"after_seq must be 0 or a positive seq, not {after_seq!r}")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):

@@ -197,3 +197,12 @@ def test_a_client_can_be_pointed_at_a_fresh_server_config(tmp_path: Path,
             assert open_client.ready()
     finally:
         proc.stop()
+
+
+def test_the_last_messages_over_http(remote: HermesClient, local: SessionMemory) -> None:
+    sid = remote.create_session(title="last")
+    remote.append_many(sid, [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"}
+                             for i in range(12)])
+    assert remote.messages(sid, last=4) == local.messages(sid, last=4) == local.messages(sid)[-4:]
+    with pytest.raises(ValidationError):
+        remote.messages(sid, last=0)

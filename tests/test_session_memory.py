@@ -339,3 +339,29 @@ def test_text_that_storage_cannot_hold_is_a_clear_error_and_stores_nothing(mem, 
         call(mem, sid)
     assert "\n" not in str(err.value)
     assert (len(mem.list_sessions(status="all", limit=None)), len(mem.messages(sid))) == before
+
+
+def test_the_last_messages_come_from_the_hot_tail_and_then_the_archive(mem):
+    sid = mem.create_session()
+    for i in range(30):
+        mem.append(sid, "user" if i % 2 == 0 else "assistant", f"m{i}")
+    every = mem.messages(sid)
+    assert mem.messages(sid, last=5) == every[-5:]
+    mem.flush(sid)
+    mem.compact(sid)  # older turns leave the hot list: the rest comes from the archive
+    assert mem.hot.length(sid) < 30
+    assert mem.messages(sid, last=25) == every[-25:]
+    assert mem.messages(sid, last=100) == every
+    mem.hot.drop(sid)  # gone from Redis: all of it from the archive
+    assert mem.messages(sid, last=3) == every[-3:]
+    mem.forget_last(sid, 1)
+    assert mem.messages(sid, last=3) == every[-5:-2]
+    empty = mem.create_session()
+    assert mem.messages(empty, last=3) == []
+    with pytest.raises(NotFoundError, match="no session nope"):
+        mem.messages("nope", last=3)
+    for bad in (0, -1, True, "2"):
+        with pytest.raises(ValidationError, match="last must be a positive number"):
+            mem.messages(sid, last=bad)
+    with pytest.raises(ValidationError, match="not both"):
+        mem.messages(sid, after_seq=2, last=3)

@@ -30,9 +30,12 @@ class Store:
         self.memory: Memory = memory if memory is not None else SessionMemory.from_config()
         self.user_id = user_id
 
-    def messages(self) -> list[Message]:
-        """The whole stored history in order; [] for a session not created yet."""
+    def messages(self, last: int | None = None) -> list[Message]:
+        """The whole stored history in order (``last``: its newest ``last`` messages); [] for
+        a session not created yet."""
         try:
+            if last is not None:
+                return self.memory.messages(self.session_id, last=last)
             return self.memory.messages(self.session_id)
         except NotFoundError:
             return []

@@ -79,8 +79,7 @@ class HermesSession:
         limit = resolve_session_limit(limit, self.session_settings)
         if limit is not None and limit <= 0:
             return []
-        items = [item_of(m) for m in self._store.messages()]
-        return items if limit is None else items[-limit:]
+        return [item_of(m) for m in self._store.messages(limit)]
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The stored items, oldest first; with ``limit``, the latest ``limit`` of them."""
