@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
 SECTIONS = ("append", "memory", "context", "flush", "archives", "listing", "compression", "quality",
-            "memories", "peers", "http", "adapters")
+            "memories", "cluster", "peers", "http", "adapters")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         adapters,
         append,
         archives,
+        cluster,
         compression,
         context_scaling,
         flush,
@@ -128,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = quality.run(workdir, args.quick)
             elif name == "memories":
                 sec = memories.run(workdir, args.quick)
+            elif name == "cluster":
+                sec = cluster.run(server, workdir, args.quick)
             elif name == "http":
                 sec = http.run(server, workdir, args.quick)
             elif name == "adapters":

@@ -968,8 +968,10 @@ class ClusterHot(RedisHot):
     def memory_use(self) -> tuple[int, int] | None:
         """The fullest primary's (used, maxmemory): appends fail on the first node that fills."""
         def run() -> tuple[int, int]:
+            nodes = [self.client.get_redis_connection(n) for n in self.client.get_primaries()]
             uses = [(int(i.get("used_memory", 0)), int(i.get("maxmemory", 0)))
-                    for i in (node.info("memory") for _n, node, _s in self.primaries())]
+                    for i in (node.info("memory") for node in nodes)]  # not primaries(): its
+            # slot map costs ~10 ms to sort, and this runs every 64 appends
             return max(uses, key=lambda u: u[0] / u[1] if u[1] else 0.0)
 
         return self._on_nodes(run)

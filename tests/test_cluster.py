@@ -194,3 +194,17 @@ def test_the_environment_sets_cluster_and_queue_url(monkeypatch, tmp_path):
     cfg = config.load()
     assert cfg.redis.cluster is True and cfg.redis.queue_url == "redis://queue:6379/0"
     assert "$HERMES_REDIS_CLUSTER" in cfg.source
+
+
+def test_memory_use_is_the_fullest_primarys(cmem):  # type: ignore[no-untyped-def]
+    hot = cmem.hot
+    nodes = [hot.client.get_redis_connection(n) for n in hot.client.get_primaries()]
+    assert len(nodes) == 3
+    tight = nodes[1]
+    used = int(tight.info("memory")["used_memory"])
+    tight.config_set("maxmemory", used * 2)  # this primary is half full, the others unlimited
+    try:
+        use = hot.memory_use()
+        assert use is not None and use[1] == used * 2 and use[0] > 0
+    finally:
+        tight.config_set("maxmemory", 0)
