@@ -369,17 +369,23 @@ class Maintainer:
                 self.sync_summary(sid)
                 return
 
-    def history(self, sid: str, upto_seq: int | None = None, after_seq: int = 0) -> list[Message]:
+    def history(self, sid: str, upto_seq: int | None = None, after_seq: int = 0,
+                limit: int | None = None) -> list[Message]:
         """Archived and hot messages with ``after_seq < seq <= upto_seq`` in seq order, each
-        once (a message being flushed is in both tiers)."""
+        once (a message being flushed is in both tiers); ``limit``: the first ``limit`` of
+        them, reading at most that many from the archive."""
         # The hot tier first: a message trimmed from it meanwhile was archived before the trim,
         # so the archive read after it has it (the other order could miss it in both).
         hot = [m for m in self.hot.messages(sid)
                if m.seq > after_seq and (upto_seq is None or m.seq <= upto_seq)]
-        by_seq = {m.seq: m for m in self.cold.messages(sid, after_seq, upto_seq)}
+        archived = (self.cold.messages(sid, after_seq, upto_seq) if limit is None
+                    else [m for m in self.cold.first(sid, after_seq, limit)
+                          if upto_seq is None or m.seq <= upto_seq])
+        by_seq = {m.seq: m for m in archived}
         for m in hot:
             by_seq.setdefault(m.seq, m)
-        return [by_seq[s] for s in sorted(by_seq)]
+        merged = [by_seq[s] for s in sorted(by_seq)]
+        return merged if limit is None else merged[:limit]
 
     def newest(self, sid: str, n: int) -> list[Message]:
         """The last ``n`` messages of the history in seq order: the hot list's tail (a suffix

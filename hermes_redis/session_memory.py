@@ -425,10 +425,10 @@ class SessionMemory:
             raise ValidationError(f"after_seq must be 0 or a positive seq, not {after_seq!r}")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValidationError(f"limit must be a positive number of messages, not {limit!r}")
-        history = self.maintainer.history(sid, after_seq=after_seq)
+        history = self.maintainer.history(sid, after_seq=after_seq, limit=limit)
         if not history and self.cold.session(sid) is None:
             self._meta(sid)  # raises for an unknown session
-        return history if limit is None else history[:limit]
+        return history
 
     def user_of(self, session_id: str) -> str:
         """The user a session belongs to (it never changes, so it is cached); NotFoundError

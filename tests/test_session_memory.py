@@ -365,3 +365,20 @@ def test_the_last_messages_come_from_the_hot_tail_and_then_the_archive(mem):
             mem.messages(sid, last=bad)
     with pytest.raises(ValidationError, match="not both"):
         mem.messages(sid, after_seq=2, last=3)
+
+
+def test_pages_of_the_history_join_both_tiers_at_any_offset(mem):
+    sid = mem.create_session()
+    for i in range(30):
+        mem.append(sid, "user" if i % 2 == 0 else "assistant", f"m{i}")
+    mem.flush(sid)
+    mem.compact(sid)  # the older turns now only in the archive, the newest in both
+    for i in range(30, 36):
+        mem.append(sid, "user", f"m{i}")  # and some only in Redis
+    every = mem.messages(sid)
+    assert [m.content for m in every] == [f"m{i}" for i in range(36)]
+    pages, after = [], 0
+    while page := mem.messages(sid, after_seq=after, limit=7):
+        pages += page
+        after = page[-1].seq
+    assert pages == every
