@@ -39,7 +39,7 @@ from bench.common import (
 from hermes_redis import SessionMemory
 from hermes_redis import config as config_mod
 from hermes_redis.client import HermesClient
-from tests.http_server import ServeProcess, write_config
+from tests.http_server import ServeProcess, serve_config
 from tests.redis_server import RedisServer
 
 TARGET = 2.0  # HTTP append p50 against the library's append (issue 12)
@@ -96,7 +96,7 @@ def _rounds(fns: dict[str, Callable[[], Any]], rounds: int, block: int) -> dict[
 def latency(server: RedisServer, workdir: Path, quick: bool) -> tuple[dict[str, dict[str, float]],
                                                                     dict[str, dict[str, float]]]:
     (workdir / "latency").mkdir()
-    config = write_config(workdir / "latency", server.url)
+    config = serve_config(workdir / "latency", server.url)
     serve = ServeProcess(config).start()
     mem = SessionMemory(config_mod.load(config))
     raw = Raw(serve.port)
@@ -227,7 +227,7 @@ def run(server: RedisServer, workdir: Path, quick: bool) -> Section:
     for workers in WORKERS:
         directory = workdir / f"throughput-{workers}"
         directory.mkdir()
-        serve = ServeProcess(write_config(directory, server.url), "--workers", str(workers)).start()
+        serve = ServeProcess(serve_config(directory, server.url), "--workers", str(workers)).start()
         try:
             for conc in CONCURRENCY:
                 t = throughput(serve, conc, seconds)
