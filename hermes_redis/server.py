@@ -525,6 +525,23 @@ class FastAppend:
         await _send_bytes(send, status, _json_bytes(content))
 
 
+class HermesApp(FastAPI):
+    """FastAPI, with the fast append route answered before FastAPI's own middleware stack
+    (error, telemetry and body-limit layers, exception middleware, router): ``front`` is an
+    Edge that times it and enforces the body limit like every other request."""
+
+    front: "Edge | None" = None
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        front = self.front
+        if (front is not None and front.fast is not None and scope["type"] == "http"
+                and front.fast.match(scope) is not None):
+            await front(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
 # --- the app ----------------------------------------------------------------------------------
 def _finite(text: str) -> float:
     value = float(text)
@@ -587,15 +604,15 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     metrics = Metrics(mem)
     mcp_app = mcp_asgi_app(mem, user_id=lambda request: request.state.user_id if request else None,
                            host=config.server.host)
-    app = FastAPI(title="hermes-redis", version=__version__, openapi_url="/openapi.json",
+    app = HermesApp(title="hermes-redis", version=__version__, openapi_url="/openapi.json",
                   docs_url="/docs", redoc_url=None, lifespan=lambda _app: mcp_app.lifespan(),
                   description="Session memory for AI agents: sessions, messages, context, "
                               "persistent memories and search over HTTP. Errors are "
                               '`{"error": {"code", "message"}}`.')
     app.state.mem, app.state.keys = mem, keys
     fast = FastAppend()
-    app.add_middleware(Edge, max_body=config.server.max_body_bytes, metrics=metrics,  # type: ignore[arg-type]
-                       fast=fast)
+    app.add_middleware(Edge, max_body=config.server.max_body_bytes, metrics=metrics)  # type: ignore[arg-type]
+    app.front = Edge(app, config.server.max_body_bytes, metrics, fast)  # type: ignore[arg-type]
     Who = Annotated[Principal, Depends(auth)]
 
     @app.exception_handler(HermesError)
