@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -320,7 +321,10 @@ class Auth:
         self.keys, self.require_keys = keys, require_keys
 
     async def __call__(self, request: Request) -> Principal:
-        header = request.headers.get("authorization")
+        return self.principal(request.headers.get("authorization"))
+
+    def principal(self, header: str | None) -> Principal:
+        """The caller of a request whose Authorization header is ``header``."""
         if header is None:
             if not self.require_keys and self.keys.active() == 0:
                 return Principal(None, None)
@@ -371,8 +375,9 @@ class Edge:
     """Pure ASGI middleware: refuses bodies over ``max_body`` with 413 (by Content-Length,
     and by counting a streamed body), and times every request for /metrics."""
 
-    def __init__(self, app: ASGIApp, max_body: int, metrics: Metrics) -> None:
-        self.app, self.max_body, self.metrics = app, max_body, metrics
+    def __init__(self, app: ASGIApp, max_body: int, metrics: Metrics,
+                 fast: "FastAppend | None" = None) -> None:
+        self.app, self.max_body, self.metrics, self.fast = app, max_body, metrics, fast
 
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
@@ -407,7 +412,15 @@ class Edge:
                 return message
 
             try:
-                await self.app(scope, counted, send_status)
+                fast = self.fast
+                found = (fast.match(scope) if fast is not None and fast.route is not None
+                         else None)
+                if found is not None:
+                    assert fast is not None
+                    scope["route"] = fast.route
+                    await fast(scope, found, counted, send_status)
+                else:
+                    await self.app(scope, counted, send_status)
             except ApiError as err:
                 if started:
                     raise
@@ -433,6 +446,100 @@ async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, body: 
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(raw)).encode())]})
     await send({"type": "http.response.body", "body": raw})
+
+
+def _json_bytes(content: Any) -> bytes:
+    """What Starlette's JSONResponse sends for ``content``, byte for byte."""
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, indent=None,
+                      separators=(",", ":")).encode("utf-8")
+
+
+async def _send_bytes(send: Callable[[Any], Awaitable[None]], status: int, raw: bytes) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-length", str(len(raw)).encode()),
+                            (b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": raw})
+
+
+def error_status(err: HermesError, too_large: bool) -> tuple[int, str]:
+    """Status and code for a library error (a ValidationError for an oversized body is 413)."""
+    status, code = next((v for cls, v in ERRORS.items() if isinstance(err, cls)),
+                        (503, "unavailable"))
+    if too_large and isinstance(err, ValidationError):
+        status, code = 413, "too_large"
+    return status, code
+
+
+class Flags:
+    """Per-request state the append handler sets (``too_large``); ``request.state`` in a
+    FastAPI route, one of these on the fast path."""
+
+    too_large = False
+
+
+class FastAppend:
+    """``POST /v1/sessions/{session_id}/messages`` served straight from the ASGI middleware:
+    the same auth, handler and error bodies as the FastAPI route (which stays, for the
+    schema), without Starlette's routing and FastAPI's dependency solving and exception
+    middleware, which cost more than the rest of the HTTP layer (docs/http.md)."""
+
+    PATH = re.compile(r"/v1/sessions/([^/]+)/messages")
+
+    def __init__(self) -> None:
+        self.route: Any = None  # the FastAPI route (its path template names the metrics)
+        self.auth: Auth | None = None
+        self.handle: Callable[[Principal, str, bytes, Any], tuple[int, Any]] | None = None
+
+    def match(self, scope: Scope) -> str | None:
+        if scope.get("method") != "POST" or scope.get("root_path"):
+            return None
+        found = self.PATH.fullmatch(scope.get("path", ""))
+        return found.group(1) if found else None
+
+    async def __call__(self, scope: Scope, sid: str, receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        assert self.auth is not None and self.handle is not None
+        header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"),
+                      None)
+        flags = Flags()
+        try:
+            who = self.auth.principal(header)
+            chunks = []
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
+            status, content = self.handle(who, sid, b"".join(chunks), flags)
+        except HermesError as err:
+            status, code = error_status(err, flags.too_large)
+            content = error_body(code, str(err))
+        except ApiError as err:
+            status, content = err.status, error_body(err.code, err.message)
+        except Exception:
+            log.exception("unexpected error on POST %s", scope.get("path"))
+            status, content = 500, error_body("internal", "internal error; the server log has "
+                                                          "the details")
+        await _send_bytes(send, status, _json_bytes(content))
+
+
+class HermesApp(FastAPI):
+    """FastAPI, with the fast append route answered before FastAPI's own middleware stack
+    (error, telemetry and body-limit layers, exception middleware, router): ``front`` is an
+    Edge that times it and enforces the body limit like every other request."""
+
+    front: "Edge | None" = None
+
+    async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
+                       send: Callable[[Any], Awaitable[None]]) -> None:
+        front = self.front
+        if (front is not None and front.fast is not None and scope["type"] == "http"
+                and front.fast.match(scope) is not None):
+            await front(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
 
 
 # --- the app ----------------------------------------------------------------------------------
@@ -497,21 +604,20 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     metrics = Metrics(mem)
     mcp_app = mcp_asgi_app(mem, user_id=lambda request: request.state.user_id if request else None,
                            host=config.server.host)
-    app = FastAPI(title="hermes-redis", version=__version__, openapi_url="/openapi.json",
+    app = HermesApp(title="hermes-redis", version=__version__, openapi_url="/openapi.json",
                   docs_url="/docs", redoc_url=None, lifespan=lambda _app: mcp_app.lifespan(),
                   description="Session memory for AI agents: sessions, messages, context, "
                               "persistent memories and search over HTTP. Errors are "
                               '`{"error": {"code", "message"}}`.')
     app.state.mem, app.state.keys = mem, keys
+    fast = FastAppend()
     app.add_middleware(Edge, max_body=config.server.max_body_bytes, metrics=metrics)  # type: ignore[arg-type]
+    app.front = Edge(app, config.server.max_body_bytes, metrics, fast)  # type: ignore[arg-type]
     Who = Annotated[Principal, Depends(auth)]
 
     @app.exception_handler(HermesError)
     async def hermes_error(request: Request, err: HermesError) -> JSONResponse:
-        status, code = next((v for cls, v in ERRORS.items() if isinstance(err, cls)),
-                            (503, "unavailable"))
-        if getattr(request.state, "too_large", False) and isinstance(err, ValidationError):
-            status, code = 413, "too_large"
+        status, code = error_status(err, getattr(request.state, "too_large", False))
         return JSONResponse(error_body(code, str(err)), status_code=status)
 
     @app.exception_handler(ApiError)
@@ -591,8 +697,14 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
         """One message, or a whole turn (``{"messages": [...]}``) in one atomic Redis round
         trip; idempotent by ``message_id``. The body goes to the library as it came, so its
         checks (and their messages) are the API's."""
+        status, content = append_body(p, session_id, await request.body(), request.state)
+        return JSONResponse(content, status_code=status)
+
+    def append_body(p: Principal, session_id: str, raw: bytes, flags: Any) -> tuple[int, Any]:
+        """The append route's work, shared by the FastAPI route and the fast path; sets
+        ``flags.too_large`` before the library refuses an oversized content."""
         sid = owned(p, session_id)
-        data = _json_body(await request.body())
+        data = _json_body(raw)
         limit = mem.config.limits.max_content_bytes
         if isinstance(data, dict) and "messages" in data:
             if len(data) > 1:
@@ -601,9 +713,9 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
                                       '{"messages": [...]}')
             items = data["messages"]
             if _oversized(items if isinstance(items, list) else [], limit):
-                request.state.too_large = True  # the library's ValidationError answers 413
+                flags.too_large = True  # the library's ValidationError answers 413
             stored = mem.append_many(sid, items)
-            return JSONResponse({"messages": [m.as_dict() for m in stored]}, status_code=201)
+            return 201, {"messages": [m.as_dict() for m in stored]}
         if not isinstance(data, dict):
             raise ValidationError("the request body must be a message object {\"role\", "
                                   '"content", ...} or {"messages": [...]}')
@@ -615,9 +727,13 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
             if required not in data and not (required == "content" and "item" in data):
                 raise ValidationError(f"{required} is required: {what}")
         if _oversized([data], limit):
-            request.state.too_large = True
+            flags.too_large = True
         msg = mem.append(sid, **data)
-        return JSONResponse(msg.as_dict(), status_code=201)
+        return 201, msg.as_dict()
+
+    fast.auth, fast.handle = auth, append_body
+    fast.route = next(r for r in app.routes if getattr(r, "path", "") == "/v1/sessions/"
+                      "{session_id}/messages" and "POST" in getattr(r, "methods", ()))
 
     @app.get("/v1/sessions/{session_id}/messages", response_model=MessagesOut,
              responses=ERROR_RESPONSES, tags=["messages"])
