@@ -191,7 +191,7 @@ class Maintainer:
     def pop(self, sid: str) -> Message | None:
         """Forget and return the newest message, archive first (an in-flight flush skips it),
         then the hot tier; a concurrent pop that took it first makes this look again."""
-        self.load(sid)
+        user = self.load(sid).user_id
         while True:
             newest = next(iter(self.hot.tail(sid, page_size=4)), None)
             if newest is None:  # nothing hot (cleared, or expired and rebuilt): the archive's
@@ -202,7 +202,7 @@ class Maintainer:
             self.cold.forget(sid, [target])  # and the memories only it stated
             if self.hot.pop(sid, (target.message_id, target.seq, target.token_count)) \
                     or self.hot.meta(sid) is None:
-                self.hot.memories_changed(self.load(sid).user_id)
+                self.hot.memories_changed(user)
                 self.scrub(sid, [target.seq])  # a summary must not remember it
                 return newest
 
@@ -248,13 +248,14 @@ class Maintainer:
         """Archive the backlog, mark the session deleted and drop its hot keys; ``purge``
         also removes its archived rows."""
         row = self.cold.session(sid)
+        user = row["user_id"] if row is not None else None
         if self.hot.meta(sid) is not None or row is None or row["status"] != "deleted":
             meta = self.load(sid)
+            user = meta.user_id
             self.flush(sid)
             self.cold.write(meta.to_row(sid), [])
             self.cold.set_status(sid, "deleted")
         self.cold.forget_session_memories(sid)  # what only this session stated goes with it
-        user = (self.cold.session(sid) or {}).get("user_id")
         if user:
             self.hot.memories_changed(user)
         if purge:

@@ -3,12 +3,16 @@ each; a module that needs other words passes its own ``say``."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import sqlite3
+import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -83,3 +87,36 @@ def archive_rows(cfg: Config, sid: str) -> list[tuple[str, int, int]]:
                           (sid,)).fetchall()
     finally:
         db.close()
+
+
+def chat_model(reply: str) -> type[BaseHTTPRequestHandler]:
+    """An OpenAI-compatible chat endpoint that answers every request with ``reply`` and
+    records each request body, with its Authorization header, in ``seen``."""
+
+    class ChatModel(BaseHTTPRequestHandler):
+        seen: ClassVar[list[dict[str, Any]]] = []
+
+        def do_POST(self) -> None:  # http.server's naming
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            ChatModel.seen.append({"auth": self.headers.get("Authorization"), **body})
+            data = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return ChatModel
+
+
+@contextlib.contextmanager
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A real HTTP server on a free port, running ``handler``; yields its /v1 base URL."""
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/v1"
+    finally:
+        server.shutdown()

@@ -3,11 +3,7 @@ forgotten with the messages that stated them."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import ClassVar
 
 import pytest
 
@@ -15,6 +11,7 @@ from hermes_redis import SessionMemory
 from hermes_redis.archive import SCHEMA_VERSION, Archive
 from hermes_redis.extraction import extract, is_durable, near_duplicate, topic_of
 from hermes_redis.models import Message
+from tests.helpers import chat_model, serve
 
 
 @pytest.mark.parametrize("sentence", [
@@ -165,31 +162,14 @@ def test_an_older_archive_is_upgraded_in_place(tmp_path):
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
-class _Model(BaseHTTPRequestHandler):
-    """A chat endpoint that answers with ``reply`` and records what it was asked."""
-
-    reply = '[{"seq": 1, "fact": "Prefers functional style"}, {"seq": 99, "fact": "made up"}]'
-    asked: ClassVar[list[str]] = []
-
-    def do_POST(self):  # http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _Model.asked.append(body["messages"][-1]["content"])
-        data = json.dumps({"choices": [{"message": {"content": _Model.reply}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
+_Model = chat_model('[{"seq": 1, "fact": "Prefers functional style"}, '
+                    '{"seq": 99, "fact": "made up"}]')
 
 
 @pytest.fixture
 def model_url():
-    server = HTTPServer(("127.0.0.1", 0), _Model)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}/v1"
-    server.shutdown()
+    with serve(_Model) as url:
+        yield url
 
 
 def test_a_configured_endpoint_extracts_and_only_facts_of_given_messages_count(config_factory,
@@ -200,7 +180,7 @@ def test_a_configured_endpoint_extracts_and_only_facts_of_given_messages_count(c
         sid = mem.create_session(user_id="ann")
         _say(mem, sid, "functional code reads best to me")
         assert [(m.content, m.seq) for m in mem.memories("ann")] == [("Prefers functional style", 1)]
-        assert "[1] functional code reads best to me" in _Model.asked[-1]
+        assert "[1] functional code reads best to me" in _Model.seen[-1]["messages"][-1]["content"]
 
 
 def test_a_failing_endpoint_falls_back_to_the_rules(config_factory):

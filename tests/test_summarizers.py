@@ -1,14 +1,10 @@
 """The offline summarizer keeps what matters; the chat summarizer talks to a real HTTP
 endpoint and falls back to the offline one when it fails."""
 
-import contextlib
 import datetime as dt
-import json
 import re
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import ClassVar
 
 import pytest
@@ -17,6 +13,7 @@ from hermes_redis import SessionMemory
 from hermes_redis.models import Message
 from hermes_redis.summarizers import ChatSummarizer, ExtractiveSummarizer, chat_prompt, parse_summary
 from hermes_redis.tokens import get_tokenizer
+from tests.helpers import chat_model, serve
 
 TOK = get_tokenizer("cl100k_base")
 
@@ -68,32 +65,7 @@ def test_extractive_summary_is_running_and_bounded():
     assert "PostgreSQL 16" in second  # decisions outlive facts when space runs out
 
 
-class _Handler(BaseHTTPRequestHandler):
-    reply = "Decisions:\n- use JWT"
-    seen: ClassVar[list[dict]] = []
-
-    def do_POST(self):  # http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _Handler.seen.append({"auth": self.headers.get("Authorization"), **body})
-        data = json.dumps({"choices": [{"message": {"content": _Handler.reply}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@contextlib.contextmanager
-def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
-    """A real HTTP server on a free port, running ``handler``; yields its /v1 base URL."""
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/v1"
-    finally:
-        server.shutdown()
+_Handler = chat_model("Decisions:\n- use JWT")
 
 
 @pytest.fixture
