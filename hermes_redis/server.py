@@ -7,6 +7,7 @@ key sees only its user's data: another user's session or memory answers 404 with
 text an unknown id gets, so the answer does not reveal that it exists.
 """
 
+import hashlib
 import ipaddress
 import json
 import logging
@@ -58,6 +59,8 @@ ERRORS: dict[type[HermesError], tuple[int, str]] = {
     ConfigError: (503, "misconfigured"),
 }
 MAX_PAGE = 1000
+KEY_CACHE_SECONDS = 1.0  # how long a checked key is trusted (revocation delay)
+MAX_TRUSTED_KEYS = 4096
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
                    Awaitable[None]]
@@ -315,30 +318,58 @@ class Principal:
 
 
 class Auth:
-    """Bearer keys from the archive; with none, the server is open (and on loopback only)."""
+    """Bearer keys from the archive; with none, the server is open (and on loopback only).
 
-    def __init__(self, keys: KeyStore, require_keys: bool) -> None:
-        self.keys, self.require_keys = keys, require_keys
+    A key that checked out is trusted for ``ttl`` seconds without asking the archive again
+    (and "no keys exist" likewise), so a revocation, or the first key on an open loopback
+    server, takes effect within ``ttl`` (1 s) in every worker. Only the key's SHA-256 is
+    kept; a wrong or revoked key is never cached, so it is refused on every request."""
+
+    def __init__(self, keys: KeyStore, require_keys: bool, ttl: float = KEY_CACHE_SECONDS) -> None:
+        self.keys, self.require_keys, self.ttl = keys, require_keys, ttl
+        self._trusted: dict[bytes, tuple[float, Principal]] = {}
+        self._open_until = 0.0  # no keys existed when last asked, until then
 
     async def __call__(self, request: Request) -> Principal:
         return self.principal(request.headers.get("authorization"))
 
     def principal(self, header: str | None) -> Principal:
         """The caller of a request whose Authorization header is ``header``."""
+        now = time.monotonic()
         if header is None:
-            if not self.require_keys and self.keys.active() == 0:
-                return Principal(None, None)
+            if not self.require_keys and (now < self._open_until or self._no_keys(now)):
+                return OPEN
             raise ApiError(401, "unauthorized", "missing API key: send Authorization: Bearer <key> "
                                                 "(`hermes-redis key create --user U` makes one)")
         scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
             raise ApiError(401, "unauthorized", "malformed Authorization header: use "
                                                 "Authorization: Bearer <key>")
-        key = self.keys.check(token.strip())
+        digest = hashlib.sha256(token.encode("utf-8")).digest()
+        trusted = self._trusted.get(digest)
+        if trusted is not None and now < trusted[0]:
+            return trusted[1]
+        key = self.keys.check(token)
         if key is None:  # never echo the key
+            self._trusted.pop(digest, None)
             raise ApiError(401, "unauthorized", "invalid or revoked API key; ask for a new one "
                                                 "(`hermes-redis key list` shows the active ones)")
-        return Principal(key.user_id, key.key_id)
+        who = Principal(key.user_id, key.key_id)
+        if self.ttl > 0:
+            if len(self._trusted) >= MAX_TRUSTED_KEYS:
+                self._trusted.clear()
+            self._trusted[digest] = (now + self.ttl, who)
+        return who
+
+    def _no_keys(self, now: float) -> bool:
+        if self.keys.active() != 0:
+            return False
+        self._open_until = now + self.ttl
+        return True
+
+
+OPEN = Principal(None, None)
 
 
 # --- metrics ----------------------------------------------------------------------------------
@@ -358,6 +389,17 @@ class Metrics:
         self.backlog = BacklogCollector(mem)
         if not self.multiprocess:
             self.registry.register(self.backlog)
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        """Count one request and its latency (the labelled children looked up once each)."""
+        children = self._children.get((method, route, status))
+        if children is None:
+            children = (self.requests.labels(method, route, str(status)),
+                        self.latency.labels(method, route))
+            self._children[(method, route, status)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         """HTTP metrics, the backlog, and the library's own counters (appends, flushes…)."""
@@ -428,9 +470,8 @@ class Edge:
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            method = scope.get("method", "")
-            self.metrics.requests.labels(method, template, str(status)).inc()
-            self.metrics.latency.labels(method, template).observe(time.perf_counter() - start)
+            self.metrics.observe(scope.get("method", ""), template, status,
+                                 time.perf_counter() - start)
 
     def _too_large_text(self, size: int) -> str:
         return (f"request body is {size} bytes or more, over the limit of {self.max_body} "

@@ -7,14 +7,27 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from hermes_redis.server import KEY_CACHE_SECONDS
 from tests.http_server import ServeProcess, cli, serve_config
 from tests.redis_server import RedisServer
+
+
+def within_key_cache(request: Callable[[], httpx.Response]) -> tuple[int, str]:
+    """``code(request())`` once a key change has reached the server: a checked key (or "no
+    keys exist") is trusted for KEY_CACHE_SECONDS, then asked again."""
+    deadline = time.monotonic() + KEY_CACHE_SECONDS + 0.5
+    while True:
+        reply = request()
+        if reply.status_code == 401 or time.monotonic() > deadline:
+            return code(reply)
+        time.sleep(0.05)
 
 
 def make_key(config: Path, *args: str) -> dict[str, str]:
@@ -163,13 +176,17 @@ def test_admin_sees_every_user(admin: httpx.Client, bob: httpx.Client, alice_ses
     assert [m["content"] for m in bob.get("/v1/memories").json()["memories"]] == ["by admin"]
 
 
-def test_a_revoked_key_is_401_at_once(server: ServeProcess, config_path: Path,
-                                      keys: dict[str, dict[str, str]]) -> None:
+def test_a_revoked_key_is_401_within_a_second(server: ServeProcess, config_path: Path,
+                                              keys: dict[str, dict[str, str]]) -> None:
     doomed = keys["doomed"]
     with client(server, doomed["key"]) as c:
         assert c.get("/v1/sessions").status_code == 200
         out = cli(config_path, "key", "revoke", doomed["key_id"])
+        revoked = time.monotonic()
         assert f"Revoked key {doomed['key_id']}" in out.stdout
+        assert within_key_cache(lambda: c.get("/v1/sessions")) == (401, "unauthorized")
+        assert time.monotonic() - revoked <= KEY_CACHE_SECONDS + 0.5
+        time.sleep(KEY_CACHE_SECONDS)  # and it stays refused: a bad key is never trusted
         assert code(c.get("/v1/sessions")) == (401, "unauthorized")
     again = cli(config_path, "key", "revoke", doomed["key_id"], check=False)
     assert again.returncode != 0 and "no active key" in again.stderr
@@ -234,7 +251,8 @@ def test_a_loopback_server_turns_auth_on_when_a_key_appears(tmp_path: Path,
     try:
         assert httpx.get(proc.url + "/v1/sessions").status_code == 200
         key = make_key(config, "--user", "dora")
-        assert code(httpx.get(proc.url + "/v1/sessions")) == (401, "unauthorized")
+        assert within_key_cache(lambda: httpx.get(proc.url + "/v1/sessions")) == \
+            (401, "unauthorized")
         r = httpx.get(proc.url + "/v1/sessions", headers={"Authorization": f"Bearer {key['key']}"})
         assert r.status_code == 200
     finally:
@@ -263,3 +281,37 @@ def test_mcp_at_slash_mcp_takes_the_same_keys_and_scopes(server: ServeProcess, a
     assert "zebra" not in json.dumps(theirs)
     everyone = mcp_call(admin, "context", {"session_id": alice_session, "query": ""})
     assert "zebra password" in everyone.text
+
+
+def test_a_checked_key_is_trusted_for_the_cache_time_only() -> None:
+    """Auth asks the archive once per key per KEY_CACHE_SECONDS; a bad key every time."""
+    from hermes_redis.keys import ApiKey
+    from hermes_redis.server import ApiError, Auth
+
+    class Keys:
+        def __init__(self) -> None:
+            self.asked, self.valid = 0, {"hrk_good"}
+
+        def check(self, token: str) -> ApiKey | None:
+            self.asked += 1
+            return ApiKey("k1", "alice", 0.0) if token in self.valid else None
+
+        def active(self) -> int:
+            self.asked += 1
+            return len(self.valid)
+
+    keys = Keys()
+    auth = Auth(keys, require_keys=False, ttl=0.2)  # type: ignore[arg-type]
+    assert auth.principal("Bearer hrk_good").user_id == "alice"
+    assert auth.principal("Bearer hrk_good").user_id == "alice"
+    assert keys.asked == 1
+    keys.valid.clear()  # revoked: still trusted until the cache time is up, then refused
+    assert auth.principal("Bearer hrk_good").user_id == "alice"
+    time.sleep(0.25)
+    for _ in range(2):
+        with pytest.raises(ApiError) as err:
+            auth.principal("Bearer hrk_good")
+        assert err.value.status == 401 and "hrk_good" not in err.value.message
+    assert keys.asked == 3
+    assert auth.principal(None).user_id is None  # no keys left: open (loopback), cached too
+    assert auth.principal(None).user_id is None and keys.asked == 4
