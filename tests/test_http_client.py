@@ -206,3 +206,47 @@ def test_the_last_messages_over_http(remote: HermesClient, local: SessionMemory)
     assert remote.messages(sid, last=4) == local.messages(sid, last=4) == local.messages(sid)[-4:]
     with pytest.raises(ValidationError):
         remote.messages(sid, last=0)
+
+
+def test_direct_connections_survive_idle_closes_and_threads(server: ServeProcess,
+                                                            key: str) -> None:
+    """Without a transport the client keeps one http.client connection per thread: a
+    connection the server dropped while idle is reopened, threads do not share one, and
+    with a transport (or a proxy) the same calls go through httpx and answer the same."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    with HermesClient(server.url, key) as remote:
+        assert remote._direct is not None
+        sid = remote.create_session(title="direct")
+        remote.append(sid, "user", "one")
+        conn = remote._direct._local.conn
+        assert conn.sock is not None
+        conn.sock.shutdown(2)  # as if the keep-alive timeout had closed it
+        assert remote.append(sid, "user", "two").seq == 2
+        with ThreadPoolExecutor(4) as pool:
+            seqs = list(pool.map(lambda i: remote.append(sid, "user", f"t{i}").seq, range(40)))
+        assert sorted(seqs) == list(range(3, 43))
+        assert len(remote._direct._all) >= 2
+        with pytest.raises(ValidationError) as err:
+            remote.append(sid, "robot", "x")
+        direct_error = str(err.value)
+    with HermesClient(server.url, key, transport=httpx.HTTPTransport()) as via_httpx:
+        assert via_httpx._direct is None
+        assert [m.seq for m in via_httpx.messages(sid)] == list(range(1, 43))
+        with pytest.raises(ValidationError) as err:
+            via_httpx.append(sid, "robot", "x")
+        assert str(err.value) == direct_error
+
+
+def test_a_proxy_in_the_environment_sends_the_calls_through_httpx(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("no_proxy", "NO_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
+    with HermesClient("http://10.0.0.5:8080") as remote:
+        assert remote._direct is None
+    monkeypatch.setenv("no_proxy", "10.0.0.5")
+    with HermesClient("http://10.0.0.5:8080") as remote:
+        assert remote._direct is not None
