@@ -8,20 +8,20 @@ WAL mode and a busy timeout let workers, the CLI and agents use one file at once
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import re
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from hermes_redis.archive_sql import SQLArchive, _json_list, _ts, rare_terms
 from hermes_redis.errors import BackendUnavailableError
-from hermes_redis.models import Memory, Message, new_message_id, parse_ts
+from hermes_redis.models import Memory, Message
+from hermes_redis.models import parse_ts as parse_ts  # where the tests and callers import it
 
 # 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time);
 # 4: messages.item (a framework's structured message, JSON text, NULL for none);
@@ -240,7 +240,13 @@ class ArchiveStore(Protocol):
                limit: int = 20) -> list[SearchHit]: ...
 
 
-class Archive:
+class Archive(SQLArchive[sqlite3.Connection]):
+    """The embedded cold tier: one SQLite file, FTS5 search; the shared statements are
+    ``archive_sql.SQLArchive``'s."""
+
+    GREATEST = "max"
+    NO_LIMIT = -1
+
     def __init__(self, path: Path, busy_timeout: float = 10.0) -> None:
         self.path = path
         self.busy_timeout = busy_timeout  # how long a write waits for another writer's lock
@@ -316,7 +322,9 @@ class Archive:
         return BackendUnavailableError(f"archive {self.path}: {text}; {extra}")
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, sid: str | None = None) -> Iterator[sqlite3.Connection]:
+        """One write transaction. BEGIN IMMEDIATE takes the file's one write lock, so every
+        write is ordered against every other, whatever ``sid``."""
         with self._lock:
             conn = self._connect()
             try:
@@ -348,6 +356,11 @@ class Archive:
                 return out
             except sqlite3.Error as err:
                 raise self._unavailable(err) from None
+
+    def _run(self, conn: sqlite3.Connection, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+        cur = conn.cursor()
+        cur.row_factory = sqlite3.Row  # rows read by column name, as psycopg's dict rows
+        return cur.execute(sql, args)
 
     def close(self) -> None:
         with self._lock:
@@ -392,44 +405,6 @@ class Archive:
                              [(rowid, fts_text(content)) for rowid, content in sorted(added)])
             self._recount(conn, session["session_id"])
             return len(added)
-
-    def _upsert_session(self, conn: sqlite3.Connection, s: dict[str, Any]) -> None:
-        conn.execute(
-            "INSERT INTO sessions (session_id, user_id, title, created_at, updated_at, status,"
-            " summary, summary_seq, last_seq, cleared_seq) VALUES (?,?,?,?,?,?,?,?,?,?)"
-            " ON CONFLICT(session_id) DO UPDATE SET user_id=excluded.user_id,"
-            " title=excluded.title, updated_at=max(updated_at, excluded.updated_at),"
-            " status=CASE WHEN sessions.status='deleted' THEN 'deleted' ELSE excluded.status END,"
-            " summary=CASE WHEN excluded.summary_seq >= sessions.summary_seq"
-            "   THEN excluded.summary ELSE sessions.summary END,"
-            " summary_seq=max(sessions.summary_seq, excluded.summary_seq),"
-            " last_seq=max(sessions.last_seq, excluded.last_seq),"
-            " cleared_seq=max(sessions.cleared_seq, excluded.cleared_seq)",
-            (s["session_id"], s["user_id"], s["title"], _ts(s["created_at"]),
-             _ts(s["updated_at"]), s["status"], s.get("summary", ""), s.get("summary_seq", 0),
-             s.get("last_seq", 0), s.get("cleared_seq", 0)),
-        )
-
-    def _recount(self, conn: sqlite3.Connection, sid: str) -> None:
-        conn.execute(
-            "UPDATE sessions SET (message_count, total_tokens) = (SELECT count(*),"
-            " coalesce(sum(token_count), 0) FROM messages WHERE session_id = ?)"
-            " WHERE session_id = ?",
-            (sid, sid),
-        )
-
-    def set_summary(self, sid: str, summary: str, summary_seq: int, force: bool = False) -> None:
-        """Store a summary unless a newer one is there (``force``: clear may move it back)."""
-        cond = "" if force else " AND summary_seq <= ?"
-        args: tuple[Any, ...] = (summary, summary_seq, sid) + (() if force else (summary_seq,))
-        with self._tx() as conn:
-            conn.execute(f"UPDATE sessions SET summary=?, summary_seq=? WHERE session_id=?{cond}",
-                         args)
-
-    def set_status(self, sid: str, status: str) -> None:
-        with self._tx() as conn:
-            conn.execute("UPDATE sessions SET status=?, updated_at=? WHERE session_id=?",
-                         (status, _ts(time.time()), sid))
 
     def forget(self, sid: str, targets: Sequence[Forgotten],
                memories: bool = True) -> list[Forgotten]:
@@ -497,175 +472,7 @@ class Archive:
             conn.execute("UPDATE sessions SET status='deleted', summary='', message_count=0,"
                          " total_tokens=0 WHERE session_id=?", (sid,))
 
-    def reclaim(self, sid: str) -> bool:
-        """Remove the row of a deleted session that holds no messages (purged), so its id can
-        start a new session; False when there is no such row. Its tombstones stay: a flush
-        of the old session still in flight must not bring a message back."""
-        with self._tx() as conn:
-            cur = conn.execute("DELETE FROM sessions WHERE session_id=? AND status='deleted' AND"
-                               " NOT EXISTS (SELECT 1 FROM messages WHERE session_id=?)", (sid, sid))
-            return cur.rowcount == 1
-
-    def remember(self, user_id: str, content: str, token_count: int, session_id: str | None,
-                 seq: int | None = None, kind: str = "explicit", topic: str | None = None,
-                 supersedes: Sequence[str] = ()) -> str | None:
-        """Store a memory (said at ``session_id``/``seq``, if given) and mark ``supersedes``
-        replaced by it, in one transaction. An extracted memory is stored only while its
-        message is archived and not forgotten (None otherwise): a forget racing the
-        extraction either runs after this and removes it, or this finds the message gone."""
-        memory_id = "mem_" + new_message_id()
-        with self._tx() as conn:
-            if kind == "extracted" and conn.execute(
-                    "SELECT 1 FROM messages WHERE session_id=? AND seq=?", (session_id, seq)
-            ).fetchone() is None:
-                return None
-            conn.execute("INSERT INTO memories (memory_id, user_id, session_id, content,"
-                         " token_count, created_at, seq, kind, topic) VALUES (?,?,?,?,?,?,?,?,?)",
-                         (memory_id, user_id, session_id, content, token_count, _ts(time.time()),
-                          seq, kind, topic))
-            if session_id is not None and seq is not None:
-                self._cite(conn, memory_id, session_id, seq)
-            for old in supersedes:
-                conn.execute("UPDATE memories SET superseded_by=? WHERE memory_id=? AND user_id=?"
-                             " AND superseded_by IS NULL", (memory_id, old, user_id))
-        return memory_id
-
-    def add_source(self, memory_id: str, session_id: str, seq: int) -> None:
-        """One more message that says ``memory_id`` (forgetting it alone keeps the memory)."""
-        with self._tx() as conn:
-            if conn.execute("SELECT 1 FROM memories WHERE memory_id=?", (memory_id,)).fetchone():
-                self._cite(conn, memory_id, session_id, seq)
-
-    @staticmethod
-    def _cite(conn: sqlite3.Connection, memory_id: str, sid: str, seq: int) -> None:
-        """Record the message as a source of the memory; an archived message cites it in
-        ``memory_refs``."""
-        conn.execute("INSERT OR IGNORE INTO memory_sources VALUES (?,?,?)", (memory_id, sid, seq))
-        row = conn.execute("SELECT rowid, memory_refs FROM messages WHERE session_id=? AND seq=?",
-                           (sid, seq)).fetchone()
-        if row is not None and memory_id not in _refs(row[1]):
-            conn.execute("UPDATE messages SET memory_refs=? WHERE rowid=?",
-                         (_json_list([*_refs(row[1]), memory_id]), row[0]))
-
-    def forget_memory(self, memory_id: str) -> bool:
-        """Delete one persistent memory (what it superseded is current again); False when
-        there was none with that id."""
-        with self._tx() as conn:
-            gone = conn.execute("DELETE FROM memories WHERE memory_id=?", (memory_id,)).rowcount
-            conn.execute("DELETE FROM memory_sources WHERE memory_id=?", (memory_id,))
-            conn.execute("UPDATE memories SET superseded_by=NULL WHERE superseded_by=?", (memory_id,))
-            return gone == 1
-
-    def drop_oldest_extracted(self, user_id: str, keep: int) -> int:
-        """Delete the user's oldest current extracted memories beyond ``keep``; how many went."""
-        with self._tx() as conn:
-            rows = conn.execute(
-                "SELECT memory_id FROM memories WHERE user_id=? AND kind='extracted' AND"
-                " superseded_by IS NULL ORDER BY created_at DESC, memory_id DESC LIMIT -1 OFFSET ?",
-                (user_id, keep)).fetchall()
-            for (mid,) in rows:
-                conn.execute("DELETE FROM memories WHERE memory_id=?", (mid,))
-                conn.execute("DELETE FROM memory_sources WHERE memory_id=?", (mid,))
-            return len(rows)
-
-    # --- API keys (hermes_redis.keys): only a hash of each key is stored -------------------
-    def add_api_key(self, key_id: str, user_id: str | None, key_hash: str) -> None:
-        with self._tx() as conn:
-            conn.execute("INSERT INTO api_keys (key_id, user_id, key_hash, created_at)"
-                         " VALUES (?,?,?,?)", (key_id, user_id, key_hash, _ts(time.time())))
-
-    def api_keys(self) -> list[dict[str, Any]]:
-        return self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
-                          " ORDER BY created_at, key_id")
-
-    def api_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
-                          " WHERE key_hash=?", (key_hash,))
-        return rows[0] if rows else None
-
-    def active_api_keys(self) -> int:
-        return int(self._read("SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL")[0]["n"])
-
-    def revoke_api_key(self, key_id: str) -> bool:
-        """Mark the key revoked; False when no unrevoked key has that id."""
-        with self._tx() as conn:
-            cur = conn.execute("UPDATE api_keys SET revoked_at=? WHERE key_id=? AND revoked_at IS NULL",
-                               (_ts(time.time()), key_id))
-            return cur.rowcount == 1
-
-    # --- reads -----------------------------------------------------------------------------
-    def memory(self, memory_id: str) -> Memory | None:
-        rows = self._read("SELECT * FROM memories WHERE memory_id=?", (memory_id,))
-        return _memory(rows[0]) if rows else None
-
-    def knows_user(self, user_id: str) -> bool:
-        """The user has a session (of any status) or an unrevoked API key."""
-        return bool(self._read(
-            "SELECT EXISTS (SELECT 1 FROM sessions WHERE user_id=?) OR EXISTS (SELECT 1 FROM"
-            " api_keys WHERE user_id=? AND revoked_at IS NULL) AS known", (user_id, user_id)
-        )[0]["known"])
-
-    def session(self, sid: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT * FROM sessions WHERE session_id=?", (sid,))
-        return rows[0] if rows else None
-
-    def sessions_page(self, user_id: str | None, status: str | None, limit: int,
-                      after: tuple[str, str] | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` sessions, newest archived activity first, strictly after the
-        (updated_at, session_id) ``after``: an index range, whatever the table's size."""
-        sql, args = "SELECT * FROM sessions WHERE 1=1", []
-        if user_id is not None:
-            sql += " AND user_id=?"
-            args.append(user_id)
-        if status is not None:
-            sql += " AND status=?"
-            args.append(status)
-        if after is not None:
-            sql += " AND (updated_at < ? OR (updated_at = ? AND session_id < ?))"
-            args += [after[0], after[0], after[1]]
-        return self._read(sql + " ORDER BY updated_at DESC, session_id DESC LIMIT ?", [*args, limit])
-
-    def session_ids_like(self, prefix: str, limit: int = 6) -> list[str]:
-        """Up to ``limit`` session ids starting with ``prefix`` (an index range lookup; session
-        ids are ASCII below DEL, so ``prefix + DEL`` bounds the range)."""
-        rows = self._read("SELECT session_id FROM sessions WHERE session_id >= ? AND session_id < ?"
-                          " ORDER BY session_id LIMIT ?", (prefix, prefix + "\x7f", limit))
-        return [r["session_id"] for r in rows]
-
-    def count_ids_like(self, prefix: str) -> int:
-        return int(self._read("SELECT count(*) AS n FROM sessions WHERE session_id >= ? AND"
-                              " session_id < ?", (prefix, prefix + "\x7f"))[0]["n"])
-
-    def neighbours(self, sids: Sequence[str]) -> set[str]:
-        """The ids sorted next to each of ``sids``: enough to find their shortest unique prefixes."""
-        out: set[str] = set()
-        for sid in sids:
-            for sql in ("SELECT session_id FROM sessions WHERE session_id < ? ORDER BY session_id"
-                        " DESC LIMIT 1", "SELECT session_id FROM sessions WHERE session_id > ?"
-                        " ORDER BY session_id LIMIT 1"):
-                out.update(r["session_id"] for r in self._read(sql, (sid,)))
-        return out
-
-    def messages(self, sid: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Message]:
-        sql = "SELECT * FROM messages WHERE session_id=? AND seq>?"
-        args: list[Any] = [sid, after_seq]
-        if upto_seq is not None:
-            sql += " AND seq<=?"
-            args.append(upto_seq)
-        return [_message(r) for r in self._read(sql + " ORDER BY seq", args)]
-
-    def first(self, sid: str, after_seq: int, limit: int) -> list[Message]:
-        rows = self._read("SELECT * FROM messages WHERE session_id=? AND seq>? ORDER BY seq"
-                          " LIMIT ?", (sid, after_seq, limit))
-        return [_message(r) for r in rows]
-
-    def before(self, sid: str, before_seq: int, after_seq: int, limit: int) -> Iterator[Message]:
-        """Up to ``limit`` messages with after_seq < seq < before_seq, newest first; read at
-        once, each decoded only when the caller reaches it."""
-        rows = self._read("SELECT * FROM messages WHERE session_id=? AND seq<? AND seq>?"
-                          " ORDER BY seq DESC LIMIT ?", (sid, before_seq, after_seq, limit))
-        return map(_message, rows)
-
+    # --- search ----------------------------------------------------------------------------
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
                limit: int) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
@@ -679,19 +486,12 @@ class Archive:
             " WHERE messages_fts MATCH ? AND m.session_id=? AND m.seq>? AND m.seq<?"
             " ORDER BY bm25(messages_fts) LIMIT ?",
             (" OR ".join(terms), sid, after_seq, before_seq, limit))
-        wanted = sorted({r["seq"] + 1 for r in rows if r["seq"] + 1 < before_seq})
-        found = self._read("SELECT * FROM messages WHERE session_id=? AND seq IN ({})", [sid],
-                           values=wanted) if wanted else []
-        return _with_replies(rows, {r["seq"]: r for r in found})
+        return self._with_replies(sid, rows, before_seq)
 
     def _rare(self, terms: list[str]) -> list[str]:
-        """``terms`` less those in more than RECALL_MAX_POSTINGS messages (the rarest one is
-        kept when every term is common). A phrase costs the postings of all its words."""
-        if not terms:
-            return []
-        postings = {t: self._postings(t) for t in terms}
-        rare = [t for t in terms if postings[t] <= RECALL_MAX_POSTINGS]
-        return rare or [min(terms, key=postings.__getitem__)]
+        """``terms`` less those in more than RECALL_MAX_POSTINGS messages. A phrase costs the
+        postings of all its words."""
+        return rare_terms(terms, self._postings, RECALL_MAX_POSTINGS)
 
     def _postings(self, term: str) -> int:
         prefix = term.endswith("*")
@@ -705,68 +505,6 @@ class Archive:
                                  " WHERE term = ?", (word,))
             total += int(row[0]["n"])
         return total
-
-    def newest(self, sid: str, after_seq: int, limit: int) -> list[Message]:
-        rows = self._read("SELECT * FROM messages WHERE session_id=? AND seq>? ORDER BY seq DESC"
-                          " LIMIT ?", (sid, after_seq, limit))
-        return [_message(r) for r in reversed(rows)]
-
-    def stats(self, sid: str) -> tuple[int, int, int]:
-        """(archived messages, their tokens, highest archived seq)."""
-        row = self._read("SELECT count(*) AS n, coalesce(sum(token_count),0) AS t,"
-                         " coalesce(max(seq),0) AS m FROM messages WHERE session_id=?", (sid,))[0]
-        return int(row["n"]), int(row["t"]), int(row["m"])
-
-    def turn_starts(self, sid: str, upto_seq: int, within: int) -> tuple[int, int]:
-        """Archived messages with seq <= ``within`` that start a turn (a user message, or the
-        first message), and how many of those have seq <= ``upto_seq``."""
-        row = self._read(
-            "SELECT count(*) AS n, coalesce(sum(seq <= ?), 0) AS upto FROM messages"
-            " WHERE session_id=? AND seq <= ? AND (role='user' OR seq ="
-            " (SELECT min(seq) FROM messages WHERE session_id=?))",
-            (upto_seq, sid, within, sid))[0]
-        return int(row["n"]), int(row["upto"])
-
-    def reseat_needed(self, sid: str, messages: Sequence[Message]) -> tuple[int, int]:
-        """Where ``messages`` would reuse seqs the archive already gave out (Redis went back
-        in time: an older snapshot, a lagging replica): (the first such seq, the archive's
-        highest seq). (0, 0) when none would. Archived and forgotten messages never count."""
-        if not messages:
-            return 0, 0
-        # Only archived rows: a flush archives every message appended before the newest it
-        # archives, so an unarchived one below them can only come from a Redis that forgot.
-        # (Tombstones do not count: a forget may tombstone turns not archived yet.)
-        row = self._read("SELECT coalesce(max(seq), 0) AS hw FROM messages WHERE session_id=?",
-                         (sid,))[0]
-        high = int(row["hw"])
-        if messages[0].seq > high:
-            return 0, 0
-        ids = [m.message_id for m in messages if m.seq <= high]
-        with self._tx() as conn:
-            known = {r[0] for r in _in(conn, "SELECT message_id FROM messages"
-                                             " WHERE message_id IN ({})", ids)}
-            known |= {r[0] for r in _in(conn, "SELECT message_id FROM tombstones"
-                                              " WHERE message_id IN ({})", ids)}
-        first = next((m.seq for m in messages if m.seq <= high and m.message_id not in known), 0)
-        return (first, high) if first else (0, 0)
-
-    def high_seqs(self, sids: Sequence[str]) -> dict[str, int]:
-        """The highest archived seq of each of ``sids`` that has archived messages."""
-        rows = self._read("SELECT session_id, max(seq) AS m FROM messages WHERE session_id IN ({})"
-                          " GROUP BY session_id", values=list(sids))
-        return {r["session_id"]: int(r["m"]) for r in rows}
-
-    def tombstoned(self, sid: str) -> dict[str, int]:
-        """The session's forgotten messages (message_id -> seq): never to be summarized."""
-        rows = self._read("SELECT message_id, seq FROM tombstones WHERE session_id=?", (sid,))
-        return {r["message_id"]: int(r["seq"] or 0) for r in rows}
-
-    def memories(self, user_id: str, superseded: bool = False) -> list[Memory]:
-        """The user's current memories, oldest first (``superseded``: their history too)."""
-        cond = "" if superseded else " AND superseded_by IS NULL"
-        return [_memory(r) for r in self._read(
-            f"SELECT * FROM memories WHERE user_id=?{cond} ORDER BY created_at, memory_id",
-            (user_id,))]
 
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         match = fts_query(query)
@@ -812,58 +550,11 @@ def _in(conn: sqlite3.Connection, sql: str, values: list[str]) -> list[Any]:
 
 def _chunks(sql: str, values: Sequence[Any],
             args: Sequence[Any] = ()) -> Iterator[tuple[str, list[Any]]]:
-    """(query, parameters) pairs that run ``sql``'s ``IN ({})`` over ``values`` 500 at a time,
-    each after the fixed ``args``."""
+    """(query, parameters) pairs that run each of ``sql``'s ``IN ({})`` over ``values`` 500 at
+    a time, after the fixed ``args``."""
+    lists = sql.count("{}")
     for i in range(0, len(values), 500):
         chunk = list(values[i : i + 500])
-        yield sql.format(",".join("?" * len(chunk))), [*args, *chunk]
+        yield sql.replace("{}", ",".join("?" * len(chunk))), [*args, *chunk * lists]
 
 
-def _json_list(items: Sequence[str]) -> str:
-    return json.dumps(list(items)) if items else "[]"
-
-
-def _ts(value: float | str) -> str:
-    """Timestamps as ISO text (what CURRENT_TIMESTAMP writes), with microseconds."""
-    if isinstance(value, str):
-        value = float(value)
-    seconds, micros = divmod(round(value * 1_000_000), 1_000_000)
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + f".{micros:06d}"
-
-
-def _message(row: dict[str, Any]) -> Message:
-    return Message(
-        session_id=row["session_id"],
-        seq=row["seq"],
-        role=row["role"],
-        content=row["content"],
-        token_count=row["token_count"] or 0,
-        message_id=row["message_id"],
-        tool_calls=row["tool_calls"] or "",
-        file_refs=_refs(row["file_refs"]),
-        memory_refs=_refs(row["memory_refs"]),
-        created_at=parse_ts(row["created_at"]),
-        item_json=row.get("item") or "",
-    )
-
-
-def _memory(row: dict[str, Any]) -> Memory:
-    return Memory(memory_id=row["memory_id"], user_id=row["user_id"], content=row["content"],
-                  created_at=parse_ts(row["created_at"]), session_id=row["session_id"],
-                  seq=row["seq"], kind=row["kind"] or "explicit", topic=row["topic"],
-                  superseded_by=row["superseded_by"], token_count=row["token_count"] or 0)
-
-
-def _with_replies(rows: list[dict[str, Any]],
-                  replies: dict[int, dict[str, Any]]) -> Iterator[Message]:
-    """Each hit then its reply, each message once, decoded as the caller reaches it."""
-    seen: set[int] = set()
-    for row in rows:
-        for r in (row, replies.get(row["seq"] + 1)):
-            if r is not None and r["seq"] not in seen:
-                seen.add(r["seq"])
-                yield _message(r)
-
-
-def _refs(text: str | None) -> tuple[str, ...]:
-    return () if not text or text == "[]" else tuple(json.loads(text))

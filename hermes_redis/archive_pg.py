@@ -14,9 +14,9 @@ true (invariant 5) under concurrent flushes.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -31,19 +31,14 @@ from hermes_redis.archive import (
     RECALL_MAX_POSTINGS,
     Forgotten,
     SearchHit,
-    _json_list,
-    _memory,
-    _message,
-    _refs,
-    _ts,
-    _with_replies,
     fts_text,
     recall_terms,
     snippet,
 )
+from hermes_redis.archive_sql import MESSAGE_COLUMNS, SQLArchive, _json_list, _ts, rare_terms
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.hot import redact_url
-from hermes_redis.models import Memory, Message, new_message_id
+from hermes_redis.models import Message
 
 # Numbered as SQLite's (archive.SCHEMA_VERSION), so one number means one set of columns.
 # Each step runs once, in order, in one transaction; adding a column is one more entry,
@@ -156,7 +151,20 @@ class _TextLoader(Loader):
         return bytes(data).decode()
 
 
-class PostgresArchive:
+@functools.lru_cache(maxsize=512)
+def postgres_sql(sql: str) -> str:
+    """A shared statement (``archive_sql``: SQLite's dialect) as psycopg runs it: ``?`` as
+    ``%s``, a list's ``IN ({})`` as ``= ANY(%s)`` (one array argument), ``%`` escaped."""
+    return sql.replace("%", "%%").replace("IN ({})", "= ANY(?)").replace("?", "%s")
+
+
+class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
+    """The cold tier on a PostgreSQL server, through a pool; the shared statements are
+    ``archive_sql.SQLArchive``'s, this class's own SQL is in psycopg's ``%s`` style."""
+
+    GREATEST = "greatest"
+    NO_LIMIT = None
+
     def __init__(self, url: str, pool_size: int = 5, timeout: float = 10.0) -> None:
         self.url = url
         self.where = redact_url(url)
@@ -216,7 +224,18 @@ class PostgresArchive:
         except (psycopg.Error, PoolTimeout) as err:
             raise self._unavailable(err) from None
 
-    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    def _read(self, sql: str, args: Sequence[Any] = (),
+              values: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        if values is not None:
+            args = [*args, *[list(values)] * sql.count("IN ({})")]
+        return self._query(postgres_sql(sql), args)
+
+    def _run(self, conn: psycopg.Connection[Any], sql: str,
+             args: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return conn.execute(postgres_sql(sql), args)
+
+    def _query(self, sql: str, args: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Rows of a statement in psycopg's own dialect, outside any write transaction."""
         pool = self._connect()
         try:
             with pool.connection() as conn:
@@ -274,43 +293,6 @@ class PostgresArchive:
                 added = cur.rowcount
             self._recount(conn, sid)
             return added
-
-    def _upsert_session(self, conn: psycopg.Connection[Any], s: dict[str, Any]) -> None:
-        conn.execute(
-            "INSERT INTO sessions (session_id, user_id, title, created_at, updated_at, status,"
-            " summary, summary_seq, last_seq, cleared_seq)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-            " ON CONFLICT (session_id) DO UPDATE SET user_id=excluded.user_id,"
-            " title=excluded.title, updated_at=greatest(sessions.updated_at, excluded.updated_at),"
-            " status=CASE WHEN sessions.status='deleted' THEN 'deleted' ELSE excluded.status END,"
-            " summary=CASE WHEN excluded.summary_seq >= sessions.summary_seq"
-            "   THEN excluded.summary ELSE sessions.summary END,"
-            " summary_seq=greatest(sessions.summary_seq, excluded.summary_seq),"
-            " last_seq=greatest(sessions.last_seq, excluded.last_seq),"
-            " cleared_seq=greatest(sessions.cleared_seq, excluded.cleared_seq)",
-            (s["session_id"], s["user_id"], s["title"], _ts(s["created_at"]),
-             _ts(s["updated_at"]), s["status"], s.get("summary", ""), s.get("summary_seq", 0),
-             s.get("last_seq", 0), s.get("cleared_seq", 0)),
-        )
-
-    def _recount(self, conn: psycopg.Connection[Any], sid: str) -> None:
-        conn.execute(
-            "UPDATE sessions SET (message_count, total_tokens) = (SELECT count(*),"
-            " coalesce(sum(token_count), 0) FROM messages WHERE session_id = %s)"
-            " WHERE session_id = %s", (sid, sid))
-
-    def set_summary(self, sid: str, summary: str, summary_seq: int, force: bool = False) -> None:
-        """Store a summary unless a newer one is there (``force``: clear may move it back)."""
-        cond = "" if force else " AND summary_seq <= %s"
-        args: tuple[Any, ...] = (summary, summary_seq, sid) + (() if force else (summary_seq,))
-        with self._tx() as conn:
-            conn.execute(f"UPDATE sessions SET summary=%s, summary_seq=%s WHERE session_id=%s{cond}",
-                         args)
-
-    def set_status(self, sid: str, status: str) -> None:
-        with self._tx() as conn:
-            conn.execute("UPDATE sessions SET status=%s, updated_at=%s WHERE session_id=%s",
-                         (status, _ts(time.time()), sid))
 
     def forget(self, sid: str, targets: Sequence[Forgotten],
                memories: bool = True) -> list[Forgotten]:
@@ -378,181 +360,7 @@ class PostgresArchive:
         with self._tx(sid) as conn:
             self._forget_derived(conn, sid, None)
 
-    def reclaim(self, sid: str) -> bool:
-        """Remove the row of a deleted session that holds no messages (purged), so its id can
-        start a new session; False when there is no such row. Its tombstones stay."""
-        with self._tx(sid) as conn:
-            cur = conn.execute("DELETE FROM sessions WHERE session_id=%s AND status='deleted' AND"
-                               " NOT EXISTS (SELECT 1 FROM messages WHERE session_id=%s)", (sid, sid))
-            return cur.rowcount == 1
-
-    def remember(self, user_id: str, content: str, token_count: int, session_id: str | None,
-                 seq: int | None = None, kind: str = "explicit", topic: str | None = None,
-                 supersedes: Sequence[str] = ()) -> str | None:
-        """``Archive.remember``: under the session's write lock when it names a message, so
-        a racing forget either runs after this (and removes it) or first (and this stores
-        nothing for an extracted memory)."""
-        memory_id = "mem_" + new_message_id()
-        with self._tx(session_id if seq is not None else None) as conn:
-            if kind == "extracted" and conn.execute(
-                    "SELECT 1 FROM messages WHERE session_id=%s AND seq=%s", (session_id, seq)
-            ).fetchone() is None:
-                return None
-            conn.execute("INSERT INTO memories (memory_id, user_id, session_id, content,"
-                         " token_count, created_at, seq, kind, topic)"
-                         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                         (memory_id, user_id, session_id, content, token_count, _ts(time.time()),
-                          seq, kind, topic))
-            if session_id is not None and seq is not None:
-                self._cite(conn, memory_id, session_id, seq)
-            if supersedes:
-                conn.execute("UPDATE memories SET superseded_by=%s WHERE memory_id = ANY(%s)"
-                             " AND user_id=%s AND superseded_by IS NULL",
-                             (memory_id, list(supersedes), user_id))
-        return memory_id
-
-    def add_source(self, memory_id: str, session_id: str, seq: int) -> None:
-        """One more message that says ``memory_id`` (forgetting it alone keeps the memory)."""
-        with self._tx(session_id) as conn:
-            if conn.execute("SELECT 1 FROM memories WHERE memory_id=%s", (memory_id,)).fetchone():
-                self._cite(conn, memory_id, session_id, seq)
-
-    @staticmethod
-    def _cite(conn: psycopg.Connection[Any], memory_id: str, sid: str, seq: int) -> None:
-        conn.execute("INSERT INTO memory_sources VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-                     (memory_id, sid, seq))
-        row = conn.execute("SELECT message_id, memory_refs FROM messages WHERE session_id=%s"
-                           " AND seq=%s", (sid, seq)).fetchone()
-        if row is not None and memory_id not in _refs(row["memory_refs"]):
-            conn.execute("UPDATE messages SET memory_refs=%s::json WHERE message_id=%s",
-                         (_json_list([*_refs(row["memory_refs"]), memory_id]), row["message_id"]))
-
-    def forget_memory(self, memory_id: str) -> bool:
-        """Delete one persistent memory (what it superseded is current again); False when
-        there was none with that id."""
-        with self._tx() as conn:
-            gone = conn.execute("DELETE FROM memories WHERE memory_id=%s", (memory_id,)).rowcount
-            conn.execute("DELETE FROM memory_sources WHERE memory_id=%s", (memory_id,))
-            conn.execute("UPDATE memories SET superseded_by=NULL WHERE superseded_by=%s",
-                         (memory_id,))
-            return gone == 1
-
-    def drop_oldest_extracted(self, user_id: str, keep: int) -> int:
-        """Delete the user's oldest current extracted memories beyond ``keep``; how many went."""
-        with self._tx() as conn:
-            rows = conn.execute(
-                "DELETE FROM memories WHERE memory_id IN (SELECT memory_id FROM memories"
-                " WHERE user_id=%s AND kind='extracted' AND superseded_by IS NULL"
-                " ORDER BY created_at DESC, memory_id DESC OFFSET %s) RETURNING memory_id",
-                (user_id, keep)).fetchall()
-            if rows:
-                conn.execute("DELETE FROM memory_sources WHERE memory_id = ANY(%s)",
-                             ([r["memory_id"] for r in rows],))
-            return len(rows)
-
-    # --- API keys (hermes_redis.keys): only a hash of each key is stored -------------------
-    def add_api_key(self, key_id: str, user_id: str | None, key_hash: str) -> None:
-        with self._tx() as conn:
-            conn.execute("INSERT INTO api_keys (key_id, user_id, key_hash, created_at)"
-                         " VALUES (%s, %s, %s, %s)", (key_id, user_id, key_hash, _ts(time.time())))
-
-    def api_keys(self) -> list[dict[str, Any]]:
-        return self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
-                          " ORDER BY created_at, key_id")
-
-    def api_key_by_hash(self, key_hash: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT key_id, user_id, created_at, revoked_at FROM api_keys"
-                          " WHERE key_hash=%s", (key_hash,))
-        return rows[0] if rows else None
-
-    def active_api_keys(self) -> int:
-        return int(self._read("SELECT count(*) AS n FROM api_keys WHERE revoked_at IS NULL")[0]["n"])
-
-    def revoke_api_key(self, key_id: str) -> bool:
-        """Mark the key revoked; False when no unrevoked key has that id."""
-        with self._tx() as conn:
-            cur = conn.execute("UPDATE api_keys SET revoked_at=%s WHERE key_id=%s"
-                               " AND revoked_at IS NULL", (_ts(time.time()), key_id))
-            return cur.rowcount == 1
-
-    # --- reads -----------------------------------------------------------------------------
-    def memory(self, memory_id: str) -> Memory | None:
-        rows = self._read("SELECT * FROM memories WHERE memory_id=%s", (memory_id,))
-        return _memory(rows[0]) if rows else None
-
-    def knows_user(self, user_id: str) -> bool:
-        """The user has a session (of any status) or an unrevoked API key."""
-        return bool(self._read(
-            "SELECT EXISTS (SELECT 1 FROM sessions WHERE user_id=%s) OR EXISTS (SELECT 1 FROM"
-            " api_keys WHERE user_id=%s AND revoked_at IS NULL) AS known", (user_id, user_id)
-        )[0]["known"])
-
-    def session(self, sid: str) -> dict[str, Any] | None:
-        rows = self._read("SELECT * FROM sessions WHERE session_id=%s", (sid,))
-        return rows[0] if rows else None
-
-    def sessions_page(self, user_id: str | None, status: str | None, limit: int,
-                      after: tuple[str, str] | None = None) -> list[dict[str, Any]]:
-        """Up to ``limit`` sessions (negative: all), newest archived activity first, strictly
-        after the (updated_at, session_id) ``after``: an index range."""
-        sql, args = "SELECT * FROM sessions WHERE true", []
-        if user_id is not None:
-            sql += " AND user_id=%s"
-            args.append(user_id)
-        if status is not None:
-            sql += " AND status=%s"
-            args.append(status)
-        if after is not None:
-            sql += " AND (updated_at, session_id) < (%s::timestamp, %s)"
-            args += [after[0], after[1]]
-        return self._read(sql + " ORDER BY updated_at DESC, session_id DESC LIMIT %s",
-                          [*args, limit if limit >= 0 else None])
-
-    def session_ids_like(self, prefix: str, limit: int = 6) -> list[str]:
-        """Up to ``limit`` session ids starting with ``prefix`` (an index range: ids are ASCII
-        below DEL, and the column's collation is "C", byte-wise, as SQLite compares)."""
-        rows = self._read("SELECT session_id FROM sessions WHERE session_id >= %s"
-                          " AND session_id < %s ORDER BY session_id"
-                          " LIMIT %s", (prefix, prefix + "\x7f", limit))
-        return [r["session_id"] for r in rows]
-
-    def count_ids_like(self, prefix: str) -> int:
-        return int(self._read("SELECT count(*) AS n FROM sessions WHERE session_id"
-                              " >= %s AND session_id < %s",
-                              (prefix, prefix + "\x7f"))[0]["n"])
-
-    def neighbours(self, sids: Sequence[str]) -> set[str]:
-        """The ids sorted next to each of ``sids``: enough to find their shortest unique prefixes."""
-        out: set[str] = set()
-        for sid in sids:
-            for sql in ("SELECT session_id FROM sessions WHERE session_id < %s"
-                        " ORDER BY session_id DESC LIMIT 1",
-                        "SELECT session_id FROM sessions WHERE session_id > %s"
-                        " ORDER BY session_id LIMIT 1"):
-                out.update(r["session_id"] for r in self._read(sql, (sid,)))
-        return out
-
-    def messages(self, sid: str, after_seq: int = 0, upto_seq: int | None = None) -> list[Message]:
-        sql = f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq>%s"
-        args: list[Any] = [sid, after_seq]
-        if upto_seq is not None:
-            sql += " AND seq<=%s"
-            args.append(upto_seq)
-        return [_message(r) for r in self._read(sql + " ORDER BY seq", args)]
-
-    def first(self, sid: str, after_seq: int, limit: int) -> list[Message]:
-        rows = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq>%s"
-                          " ORDER BY seq LIMIT %s", (sid, after_seq, limit))
-        return [_message(r) for r in rows]
-
-    def before(self, sid: str, before_seq: int, after_seq: int, limit: int) -> Iterator[Message]:
-        """Up to ``limit`` messages with after_seq < seq < before_seq, newest first; read at
-        once, each decoded only when the caller reaches it."""
-        rows = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq<%s"
-                          " AND seq>%s ORDER BY seq DESC LIMIT %s",
-                          (sid, before_seq, after_seq, limit))
-        return map(_message, rows)
-
+    # --- search ----------------------------------------------------------------------------
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
                limit: int) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
@@ -563,23 +371,15 @@ class PostgresArchive:
         if not terms:
             return iter(())
         match = " | ".join(f"({term_query(t)})" for t in terms)
-        rows = self._read(
-            f"SELECT {_COLUMNS} FROM messages WHERE fts @@ %s::tsquery AND session_id=%s"
+        rows = self._query(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE fts @@ %s::tsquery AND session_id=%s"
             " AND seq>%s AND seq<%s ORDER BY ts_rank(fts, %s::tsquery, 1) DESC, seq LIMIT %s",
             (match, sid, after_seq, before_seq, match, limit))
-        wanted = sorted({r["seq"] + 1 for r in rows if r["seq"] + 1 < before_seq})
-        found = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s"
-                           " AND seq = ANY(%s)", (sid, wanted)) if wanted else []
-        return _with_replies(rows, {r["seq"]: r for r in found})
+        return self._with_replies(sid, rows, before_seq)
 
     def _rare(self, terms: list[str]) -> list[str]:
-        """``terms`` less those in more than RECALL_MAX_POSTINGS messages (the rarest one is
-        kept when every term is common). A phrase costs the postings of all its words."""
-        if not terms:
-            return []
-        postings = {t: self._postings(t) for t in terms}
-        rare = [t for t in terms if postings[t] <= RECALL_MAX_POSTINGS]
-        return rare or [min(terms, key=postings.__getitem__)]
+        """``terms`` less those in more than RECALL_MAX_POSTINGS messages."""
+        return rare_terms(terms, self._postings, RECALL_MAX_POSTINGS)
 
     def _postings(self, term: str) -> int:
         """Messages holding each word of ``term``, added up; each count stops past
@@ -587,67 +387,11 @@ class PostgresArchive:
         prefix = ":*" if term.endswith("*") else ""
         total = 0
         for word in _TOKENS.findall(term.lower()):
-            row = self._read("SELECT count(*) AS n FROM (SELECT 1 FROM messages WHERE"
+            row = self._query("SELECT count(*) AS n FROM (SELECT 1 FROM messages WHERE"
                              " fts @@ %s::tsquery LIMIT %s) AS hits",
                              (f"'{word}'{prefix}", RECALL_MAX_POSTINGS + 1))
             total += int(row[0]["n"])
         return total
-
-    def newest(self, sid: str, after_seq: int, limit: int) -> list[Message]:
-        rows = self._read(f"SELECT {_COLUMNS} FROM messages WHERE session_id=%s AND seq>%s"
-                          " ORDER BY seq DESC LIMIT %s", (sid, after_seq, limit))
-        return [_message(r) for r in reversed(rows)]
-
-    def stats(self, sid: str) -> tuple[int, int, int]:
-        """(archived messages, their tokens, highest archived seq)."""
-        row = self._read("SELECT count(*) AS n, coalesce(sum(token_count),0) AS t,"
-                         " coalesce(max(seq),0) AS m FROM messages WHERE session_id=%s", (sid,))[0]
-        return int(row["n"]), int(row["t"]), int(row["m"])
-
-    def turn_starts(self, sid: str, upto_seq: int, within: int) -> tuple[int, int]:
-        """``Archive.turn_starts``: messages with seq <= ``within`` starting a turn, and of
-        those how many have seq <= ``upto_seq``."""
-        row = self._read(
-            "SELECT count(*) AS n, count(*) FILTER (WHERE seq <= %s) AS upto FROM messages"
-            " WHERE session_id=%s AND seq <= %s AND (role='user' OR seq ="
-            " (SELECT min(seq) FROM messages WHERE session_id=%s))",
-            (upto_seq, sid, within, sid))[0]
-        return int(row["n"]), int(row["upto"])
-
-    def reseat_needed(self, sid: str, messages: Sequence[Message]) -> tuple[int, int]:
-        """Where ``messages`` would reuse seqs the archive already gave out (Redis went back
-        in time): (the first such seq, the archive's highest seq); (0, 0) when none would.
-        Archived and forgotten messages never count (see ``Archive.reseat_needed``)."""
-        if not messages:
-            return 0, 0
-        high = self.stats(sid)[2]
-        if messages[0].seq > high:
-            return 0, 0
-        ids = [m.message_id for m in messages if m.seq <= high]
-        rows = self._read("SELECT message_id FROM messages WHERE message_id = ANY(%s)"
-                          " UNION SELECT message_id FROM tombstones WHERE message_id = ANY(%s)",
-                          (ids, ids))
-        known = {r["message_id"] for r in rows}
-        first = next((m.seq for m in messages if m.seq <= high and m.message_id not in known), 0)
-        return (first, high) if first else (0, 0)
-
-    def high_seqs(self, sids: Sequence[str]) -> dict[str, int]:
-        """The highest archived seq of each of ``sids`` that has archived messages."""
-        rows = self._read("SELECT session_id, max(seq) AS m FROM messages"
-                          " WHERE session_id = ANY(%s) GROUP BY session_id", (list(sids),))
-        return {r["session_id"]: int(r["m"]) for r in rows}
-
-    def tombstoned(self, sid: str) -> dict[str, int]:
-        """The session's forgotten messages (message_id -> seq): never to be summarized."""
-        rows = self._read("SELECT message_id, seq FROM tombstones WHERE session_id=%s", (sid,))
-        return {r["message_id"]: int(r["seq"] or 0) for r in rows}
-
-    def memories(self, user_id: str, superseded: bool = False) -> list[Memory]:
-        """The user's current memories, oldest first (``superseded``: their history too)."""
-        cond = "" if superseded else " AND superseded_by IS NULL"
-        return [_memory(r) for r in self._read(
-            f"SELECT * FROM memories WHERE user_id=%s{cond} ORDER BY created_at, memory_id",
-            (user_id,))]
 
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         match = ts_query(query)
@@ -663,7 +407,7 @@ class PostgresArchive:
         if user_id is not None:
             sql += " AND s.user_id = %s"
             args.append(user_id)
-        rows = self._read(sql + " ORDER BY score DESC, m.session_id, m.seq LIMIT %s",
+        rows = self._query(sql + " ORDER BY score DESC, m.session_id, m.seq LIMIT %s",
                           [*args, limit])
         return [
             SearchHit(r["session_id"], r["seq"], r["role"], snippet(r["content"], query),
@@ -671,10 +415,6 @@ class PostgresArchive:
             for r in rows
         ]
 
-
-# Every column but ``fts`` (which only search reads): what ``archive._message`` decodes.
-_COLUMNS = ("message_id, session_id, role, content, token_count, tool_calls, file_refs,"
-            " memory_refs, created_at, seq, item")
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

@@ -327,6 +327,41 @@ def test_reseat_needed_and_high_seqs(archive: ArchiveStore) -> None:
     assert archive.reseat_needed("s1", []) == (0, 0)
 
 
+def test_reseat_needed_and_high_seqs_over_long_lists(archive: ArchiveStore) -> None:
+    """Past SQLite's 500-value chunks: an archived, a forgotten and a foreign message each
+    in another chunk, and many session ids at once."""
+    batch = msgs("s1", [f"m{i}" for i in range(1200)])
+    archive.write(row("s1"), batch)
+    archive.forget("s1", [Forgotten(batch[700].message_id, 701, 1)])
+    assert archive.reseat_needed("s1", batch) == (0, 0)  # archived or tombstoned, all
+    moved = [*batch[:1100], dataclasses.replace(batch[1100], message_id="x-1101")]
+    assert archive.reseat_needed("s1", moved) == (1101, 1200)
+    sids = [f"n{i}" for i in range(1100)] + ["s1"]
+    assert archive.high_seqs(sids) == {"s1": 1200} and archive.high_seqs([]) == {}
+
+
+def test_knows_user_by_a_session_or_an_unrevoked_key(archive: ArchiveStore) -> None:
+    archive.write(row("s1", user="alice", status="deleted"), [])
+    archive.add_api_key("k1", "bob", "hash1")
+    assert archive.knows_user("alice") and archive.knows_user("bob")
+    assert not archive.knows_user("carol")
+    archive.revoke_api_key("k1")
+    assert not archive.knows_user("bob")
+
+
+def test_a_source_added_twice_is_cited_once(archive: ArchiveStore) -> None:
+    archive.write(row("s1"), msgs("s1", ["we use PostgreSQL", "ok"]))
+    mid = archive.remember("alice", "uses PostgreSQL", 3, "s1", seq=1, kind="extracted")
+    assert mid
+    archive.add_source(mid, "s1", 1)
+    archive.add_source(mid, "s1", 2)
+    archive.add_source(mid, "s1", 2)
+    archive.add_source("mem_nope", "s1", 2)  # no such memory: nothing cited
+    assert [m.memory_refs for m in archive.messages("s1")] == [(mid,), (mid,)]
+    archive.forget("s1", [Forgotten("s1-0001", 1, 4)])
+    assert [m.memory_id for m in archive.memories("alice")] == [mid]  # still said at seq 2
+
+
 # --- PostgreSQL only ------------------------------------------------------------------------
 
 def test_pg_tokens_are_sqlite_fts5_tokens() -> None:
