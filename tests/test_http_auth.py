@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from hermes_redis.config import load as load_config
+from tests.helpers import archive_dump, archive_query
 from tests.http_server import ServeProcess, cli, serve_config
 from tests.redis_server import RedisServer
 
@@ -181,10 +182,9 @@ def test_key_list_and_storage_show_no_secret(config_path: Path, keys: dict[str, 
     assert {k["key_id"] for k in listed} >= {k["key_id"] for k in keys.values()}
     text = cli(config_path, "key", "list").stdout
     assert "(admin)" in text and "alice" in text
-    db = sqlite3.connect(config_path.parent / "memory.db")
-    dump = "\n".join(db.iterdump())
-    rows = db.execute("SELECT key_hash FROM api_keys").fetchall()
-    db.close()
+    cfg = load_config(config_path)
+    dump = archive_dump(cfg)
+    rows = archive_query(cfg, "SELECT key_hash FROM api_keys")
     for k in keys.values():
         assert k["key"] not in dump and k["key"] not in text and k["key"] not in json.dumps(listed)
         assert (hashlib.sha256(k["key"].encode()).hexdigest(),) in rows

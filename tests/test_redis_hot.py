@@ -7,6 +7,8 @@ import pytest
 from hermes_redis.models import Message, SessionMeta
 
 
+@pytest.mark.stack("default", reason="the single Redis's key layout; a cluster shards the index "
+                  "keys per slot (tests/test_cluster.py holds each script's keys to one slot)")
 def test_keys_of_a_session_share_one_hash_tag(rmem, redis_client):
     sid = rmem.create_session()
     rmem.append(sid, "user", "hi")
