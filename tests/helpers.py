@@ -9,7 +9,7 @@ import json
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import yaml
 
 from hermes_redis import Config, Message, SessionMemory
+from tests import stack
 
 Say = Callable[[int], tuple[str, str]]  # exchange i -> (user text, assistant reply)
 TITLE = "帮我写一个 FastAPI 的用户认证接口"
@@ -36,7 +37,8 @@ def write_config(config: Config | Mapping[str, Any], path: Path) -> Path:
 
 def isolated_config(directory: Path, redis_url: str, backend: str = "redis",
                     **sections: dict[str, Any]) -> Path:
-    """A YAML config isolated to one test: own key prefix, queue, archive and data dir."""
+    """A YAML config isolated to one test: own key prefix, queue, archive and data dir, on
+    this run's stack (tests/stack.py)."""
     tag = uuid.uuid4().hex[:10]
     data: dict[str, Any] = {
         "memory": {"session": {"backend": backend}},
@@ -44,6 +46,7 @@ def isolated_config(directory: Path, redis_url: str, backend: str = "redis",
                   "socket_timeout": 2, "retries": 0},
         "archive": {"data_dir": str(directory / "data"), "path": str(directory / "memory.db")},
     }
+    stack.merge(data, redis_url)
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
     return write_config(data, directory / f"config-{tag}.yml")
@@ -78,15 +81,42 @@ def chat(mem: SessionMemory, user: str = "alice", title_text: str = TITLE, turns
     return sid
 
 
-def archive_rows(cfg: Config, sid: str) -> list[tuple[str, int, int]]:
-    """(message_id, seq, token_count) of the session's archived messages, read with sqlite3
-    directly, not through the library under test."""
+def archive_query(cfg: Config, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    """Rows of one read-only query on ``cfg``'s archive, with sqlite3 or psycopg directly
+    (whichever archive it has: both have the same tables), not through the library under
+    test. ``?`` placeholders, as sqlite3's."""
+    if cfg.archive.url is not None:
+        import psycopg
+
+        with psycopg.connect(cfg.archive.url) as conn:
+            return [tuple(r) for r in conn.execute(sql.replace("?", "%s"), tuple(params))]
     db = sqlite3.connect(cfg.archive_path, timeout=30)
     try:
-        return db.execute("SELECT message_id, seq, token_count FROM messages WHERE session_id=?",
-                          (sid,)).fetchall()
+        return db.execute(sql, tuple(params)).fetchall()
     finally:
         db.close()
+
+
+def archive_dump(cfg: Config) -> str:
+    """Every row of every table of ``cfg``'s archive as text (SQLite's ``iterdump``; on
+    PostgreSQL each row of each table of the schema), read directly."""
+    if cfg.archive.url is None:
+        db = sqlite3.connect(cfg.archive_path, timeout=30)
+        try:
+            return "\n".join(db.iterdump())
+        finally:
+            db.close()
+    tables = [r[0] for r in archive_query(
+        cfg, "SELECT table_name FROM information_schema.tables WHERE table_schema=current_schema()")]
+    assert tables, "no tables in the archive's schema"
+    return "\n".join(str(row[0]) for t in sorted(tables)
+                     for row in archive_query(cfg, f'SELECT t::text FROM "{t}" t'))
+
+
+def archive_rows(cfg: Config, sid: str) -> list[tuple[str, int, int]]:
+    """(message_id, seq, token_count) of the session's archived messages (``archive_query``)."""
+    return [(str(r[0]), int(r[1]), int(r[2])) for r in archive_query(
+        cfg, "SELECT message_id, seq, token_count FROM messages WHERE session_id=?", (sid,))]
 
 
 def chat_model(reply: str) -> type[BaseHTTPRequestHandler]:

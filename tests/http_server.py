@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 
+from tests import stack
 from tests.helpers import write_config
 from tests.redis_server import free_port
 
@@ -20,12 +21,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def serve_config(directory: Path, redis_url: str, **extra: dict[str, object]) -> Path:
-    """A config.yml isolated to one server: its own key prefix, queue and archive file."""
+    """A config.yml isolated to one server: its own key prefix, queue and archive file, on
+    this run's stack (tests/stack.py)."""
     tag = uuid.uuid4().hex[:10]
     data: dict[str, object] = {
         "redis": {"url": redis_url, "key_prefix": f"h{tag}", "queue": f"q{tag}"},
         "archive": {"data_dir": str(directory / "data"), "path": str(directory / "memory.db")},
     }
+    stack.merge(data, redis_url)
     for section, values in extra.items():
         data[section] = {**data.get(section, {}), **values}  # type: ignore[dict-item]
     return write_config(data, directory / "config.yml")

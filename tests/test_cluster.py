@@ -124,7 +124,7 @@ def test_a_cluster_is_detected_and_cluster_true_needs_no_detection(config_factor
 
 
 def test_queue_url_moves_the_queue_of_a_standalone_redis(config_factory, redis_cluster):
-    cfg = config_factory("redis").with_overrides(redis={"queue_url": redis_cluster.nodes[0].url})
+    cfg = config_factory("single").with_overrides(redis={"queue_url": redis_cluster.nodes[0].url})
     mem = SessionMemory(cfg)
     assert type(mem.hot) is RedisHot
     assert mem.hot.queue_connection() is not mem.hot.client
@@ -179,7 +179,7 @@ def test_a_node_that_lost_its_scripts_still_serves_appends_and_reads(cmem):
 def test_cluster_true_on_a_plain_redis_is_a_one_line_error(config_factory, redis_url):
     from hermes_redis.errors import BackendUnavailableError
 
-    cfg = config_factory("redis").with_overrides(redis={"cluster": True, "queue_url": redis_url})
+    cfg = config_factory("single").with_overrides(redis={"cluster": True, "queue_url": redis_url})
     with pytest.raises(BackendUnavailableError, match=r"redis\.cluster") as err:
         SessionMemory(cfg)
     assert "\n" not in str(err.value)

@@ -4,7 +4,9 @@ turns; within the budget at every budget (invariant 6)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import sys
 
 import pytest
 
@@ -182,7 +184,8 @@ def test_resume_and_info_show_what_was_recalled(tmp_path, config_factory):
     cfg = config_factory("memory")
     path.write_text(
         "memory:\n  session:\n    backend: memory\n"
-        f"archive:\n  path: {cfg.archive_path}\n  data_dir: {cfg.archive.data_dir}\n",
+        f"archive:\n  path: {cfg.archive_path}\n  data_dir: {cfg.archive.data_dir}\n"
+        f"  url: {json.dumps(cfg.archive.url)}\n",  # null, or the cluster+pg stack's schema
         encoding="utf-8")
     out = CliRunner().invoke(cli, ["--config", str(path), "session", "resume", sid,
                                    "--budget", "1500", "--query", "staging password"])
@@ -203,6 +206,8 @@ def test_recall_leaves_out_words_that_are_everywhere(config_factory, monkeypatch
         mem.append(sid, "assistant", "ok")
     mem.append(sid, "user", "the zebra invoice is special")
     monkeypatch.setattr(archive, "RECALL_MAX_POSTINGS", 10)
+    # this stack's archive module (archive_pg imports the constant by value)
+    monkeypatch.setattr(sys.modules[type(mem.cold).__module__], "RECALL_MAX_POSTINGS", 10)
     assert mem.cold._rare(archive.recall_terms("invoice zebra")) == ['"zebra"*']
     assert mem.cold._rare(archive.recall_terms("invoice")) == ['"invoice"*']
     hits = mem.cold.recall(sid, "invoice zebra", 0, 10**9, 5)

@@ -8,6 +8,9 @@ import pytest
 from hermes_redis import Config, SessionMemory, embedded
 from hermes_redis.errors import BackendUnavailableError
 
+pytestmark = pytest.mark.stack("default", reason="the embedded redis-server and SQLite file a "
+                               "config without redis.url/archive.url gets; no test stack")
+
 
 @pytest.fixture
 def data_dir(tmp_path):

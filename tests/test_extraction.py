@@ -9,6 +9,7 @@ import pytest
 
 from hermes_redis import SessionMemory
 from hermes_redis.archive import SCHEMA_VERSION, Archive
+from hermes_redis.backends import open_archive
 from hermes_redis.extraction import extract, is_durable, near_duplicate, topic_of
 from hermes_redis.models import Message
 from tests.helpers import chat_model, serve
@@ -121,13 +122,14 @@ def test_deleting_a_session_forgets_what_only_it_stated(mem):
     assert [m.memory_id for m in mem.memories("ann")] == [explicit]  # explicit ones stay
 
 
-def test_a_forgotten_message_cannot_be_extracted_afterwards(tmp_path):
-    archive = Archive(tmp_path / "a.db")
+def test_a_forgotten_message_cannot_be_extracted_afterwards(config_factory):
+    archive = open_archive(config_factory("memory"))  # this stack's archive
     row = {"session_id": "s", "user_id": "u", "title": "", "created_at": 1.0, "updated_at": 1.0,
            "status": "active"}
     archive.write(row, [Message("s", 1, "user", "I prefer tabs.", 3)])
     assert archive.remember("u", "I prefer tabs.", 3, "s", seq=2, kind="extracted") is None
     assert archive.memories("u") == []
+    archive.close()
 
 
 def test_extraction_can_be_off_and_is_capped_per_user(config_factory):
@@ -144,6 +146,8 @@ def test_extraction_can_be_off_and_is_capped_per_user(config_factory):
                                                            "I love painting birds."]
 
 
+@pytest.mark.stack("default", reason="a SQLite file's schema upgrade (PRAGMA user_version); "
+                  "it runs no stack")
 def test_an_older_archive_is_upgraded_in_place(tmp_path):
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,7 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from hermes_redis.config import load as load_config
 from hermes_redis.server import KEY_CACHE_SECONDS
+from tests.helpers import archive_dump, archive_query
 from tests.http_server import ServeProcess, cli, serve_config
 from tests.redis_server import RedisServer
 
@@ -198,10 +199,9 @@ def test_key_list_and_storage_show_no_secret(config_path: Path, keys: dict[str, 
     assert {k["key_id"] for k in listed} >= {k["key_id"] for k in keys.values()}
     text = cli(config_path, "key", "list").stdout
     assert "(admin)" in text and "alice" in text
-    db = sqlite3.connect(config_path.parent / "memory.db")
-    dump = "\n".join(db.iterdump())
-    rows = db.execute("SELECT key_hash FROM api_keys").fetchall()
-    db.close()
+    cfg = load_config(config_path)
+    dump = archive_dump(cfg)
+    rows = archive_query(cfg, "SELECT key_hash FROM api_keys")
     for k in keys.values():
         assert k["key"] not in dump and k["key"] not in text and k["key"] not in json.dumps(listed)
         assert (hashlib.sha256(k["key"].encode()).hexdigest(),) in rows

@@ -7,6 +7,8 @@ import pytest
 from hermes_redis.models import Message, SessionMeta
 
 
+@pytest.mark.stack("default", reason="the single Redis's key layout; a cluster shards the index "
+                  "keys per slot (tests/test_cluster.py holds each script's keys to one slot)")
 def test_keys_of_a_session_share_one_hash_tag(rmem, redis_client):
     sid = rmem.create_session()
     rmem.append(sid, "user", "hi")
@@ -21,7 +23,7 @@ def test_a_retried_append_is_not_stored_twice(rmem):
     sid = "retry-me"
     hot.create(sid, SessionMeta.new("u", "", time.time()), 0)
     msg = Message(sid, 0, "user", "once", 1)
-    keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(), hot.backlog_key(), hot.full_key(sid)]
+    keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(sid), hot.backlog_key(sid), hot.full_key(sid)]
     args = [repr(time.time()), sid, "", 0, 1, msg.pack(), 1, msg.message_id, ""]
     first = hot._scripts["append"](keys=keys, args=args)
     args[3] = 1  # the reply was lost: the client sends it again

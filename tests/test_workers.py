@@ -145,7 +145,7 @@ def test_background_worker_process_flushes(config_factory, tmp_path, redis_kind)
     path.write_text(yaml.safe_dump({
         "redis": {"url": cfg.redis.url, "key_prefix": cfg.redis.key_prefix,
                   "queue": cfg.redis.queue, "queue_url": cfg.redis.queue_url},
-        "archive": {"path": str(cfg.archive_path)},
+        "archive": {"path": str(cfg.archive_path), "url": cfg.archive.url},
     }))
     proc = subprocess.Popen([sys.executable, "-m", "workers"], env={
         "HERMES_CONFIG": str(path), "PATH": "/usr/bin:/bin"})

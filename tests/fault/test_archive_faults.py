@@ -65,7 +65,7 @@ def one_line(err: BaseException, *needles: str) -> str:
 def amem(config_factory, tmp_path):  # type: ignore[no-untyped-def]
     def factory(path: Path, **session: object) -> SessionMemory:
         cfg = config_factory("redis", ttl=2, **session).with_overrides(
-            archive={"path": str(path)})
+            archive={"path": str(path), "url": None})  # SQLite file faults, on either hot tier
         return SessionMemory(cfg, archive=Archive(cfg.archive_path, busy_timeout=0.3))
 
     made: list[SessionMemory] = []

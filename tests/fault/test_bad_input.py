@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 
 import msgpack
 import pytest
@@ -15,17 +14,17 @@ import pytest
 from hermes_redis import SessionMemory, config
 from hermes_redis.errors import ConfigError, HermesError, ValidationError
 from tests.fault.conftest import figures
+from tests.helpers import archive_query
 
 
 def snapshot(mem: SessionMemory) -> tuple[dict[bytes, bytes | None], tuple[int, ...]]:
-    client = mem.hot.client
-    keys = [*client.scan_iter(match=f"{mem.config.redis.key_prefix}*", count=1000),
-            *client.scan_iter(match=f"rq:*{mem.config.redis.queue}*", count=1000)]
-    dump = {k: client.dump(k) for k in keys}
-    db = sqlite3.connect(mem.config.archive_path)
-    counts = tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+    client, queue = mem.hot.client, mem.hot.queue_connection()  # one Redis, or cluster + queue
+    dump = {k: client.dump(k) for k in client.scan_iter(
+        match=f"{mem.config.redis.key_prefix}*", count=1000)}
+    dump.update({k: queue.dump(k) for k in queue.scan_iter(
+        match=f"rq:*{mem.config.redis.queue}*", count=1000)})
+    counts = tuple(archive_query(mem.config, f"SELECT count(*) FROM {t}")[0][0]
                    for t in ("sessions", "messages", "tombstones", "memories"))
-    db.close()
     return dump, counts
 
 

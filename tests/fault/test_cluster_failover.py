@@ -11,7 +11,6 @@ restart-from-an-older-RDB version is the stricter and faster one.)
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import time
 from collections.abc import Iterator
 
@@ -23,6 +22,7 @@ from hermes_redis.backends import open_hot
 from hermes_redis.hot import ClusterHot
 from tests.conftest import make_config
 from tests.fault.conftest import figures
+from tests.helpers import archive_query
 from tests.redis_cluster import ClusterServers
 from tests.test_cluster import sessions_on_every_node
 
@@ -36,12 +36,8 @@ def snapshot_cluster() -> Iterator[ClusterServers]:
 
 
 def archived(mem: SessionMemory, sid: str) -> list[tuple[str, int]]:
-    db = sqlite3.connect(mem.config.archive_path)
-    try:
-        return db.execute("SELECT message_id, seq FROM messages WHERE session_id=? ORDER BY seq",
-                          (sid,)).fetchall()
-    finally:
-        db.close()
+    return [(str(r[0]), int(r[1])) for r in archive_query(
+        mem.config, "SELECT message_id, seq FROM messages WHERE session_id=? ORDER BY seq", (sid,))]
 
 
 def test_a_primary_restarted_from_an_older_snapshot_loses_nothing_archived(

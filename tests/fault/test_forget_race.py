@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import random
-import sqlite3
 import threading
 
 from hermes_redis import SessionMemory
 from tests.fault.conftest import Acked, audit, burst, figures, spawn_worker, stop
+from tests.helpers import archive_query
 
 ROUNDS = 50
 
@@ -18,16 +18,12 @@ ROUNDS = 50
 def traces(mem: SessionMemory, sid: str, secret: str) -> list[str]:
     """Every place the secret could still hide."""
     found = []
-    db = sqlite3.connect(mem.config.archive_path, timeout=30)
-    try:
-        if db.execute("SELECT count(*) FROM messages WHERE content LIKE ?",
-                      (f"%{secret}%",)).fetchone()[0]:
-            found.append("archive messages")
-        row = db.execute("SELECT summary FROM sessions WHERE session_id=?", (sid,)).fetchone()
-        if row and secret in (row[0] or ""):
-            found.append("archive summary")
-    finally:
-        db.close()
+    if archive_query(mem.config, "SELECT count(*) FROM messages WHERE content LIKE ?",
+                     (f"%{secret}%",))[0][0]:
+        found.append("archive messages")
+    rows = archive_query(mem.config, "SELECT summary FROM sessions WHERE session_id=?", (sid,))
+    if rows and secret in (rows[0][0] or ""):
+        found.append("archive summary")
     if any(secret in m.content for m in mem.hot.messages(sid)):
         found.append("hot list")
     meta = mem.hot.meta(sid)

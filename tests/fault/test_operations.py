@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import sqlite3
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -20,7 +19,7 @@ from hermes_redis import SessionMemory
 from hermes_redis.cli import cli
 from hermes_redis.errors import BackendUnavailableError
 from tests.fault.conftest import burst, figures, spawn_worker, stop, wait_for
-from tests.helpers import write_config
+from tests.helpers import archive_query, write_config
 from tests.redis_server import RedisServer, free_port
 
 
@@ -80,7 +79,9 @@ def test_doctor_names_an_evicting_redis_a_corrupt_archive_and_an_unreachable_one
     finally:
         lru.cleanup()
 
-    cfg, path = fault_config()
+    cfg, _ = fault_config()
+    cfg = cfg.with_overrides(archive={"url": None})  # a SQLite file to break, on every stack
+    path = write_config(cfg, tmp_path / "sqlite-archive.yml")
     cfg.archive_path.parent.mkdir(parents=True, exist_ok=True)
     cfg.archive_path.write_bytes(b"this is not a database" * 100)
     (archive,) = lines_of(doctor(path), "archive")
@@ -151,10 +152,8 @@ def test_sigterm_mid_job_finishes_it_or_hands_it_back(tmp_path, fault_config, sl
         assert "cold shut down" in log.read_text()
         assert mem.info(sid).summary == "", log.read_text()  # stopped mid-job, nothing half-done
         burst(path, tmp_path / "burst.log")  # the session is handed to the next worker
-    db = sqlite3.connect(cfg.archive_path)
-    ids = [r[0] for r in db.execute("SELECT message_id FROM messages WHERE session_id=? "
-                                    "ORDER BY seq", (sid,))]
-    db.close()
+    ids = [r[0] for r in archive_query(cfg, "SELECT message_id FROM messages WHERE session_id=? "
+                                       "ORDER BY seq", (sid,))]
     figures(f"sigterm_x{signals}", appended=len(acked), archived=len(set(ids)),
             lost=len(set(acked) - set(ids)), duplicated=len(ids) - len(set(ids)))
     assert ids == acked

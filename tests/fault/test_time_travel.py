@@ -10,7 +10,6 @@ ends up archived exactly once, in acknowledgement order, and appends continue ab
 from __future__ import annotations
 
 import shutil
-import sqlite3
 
 import pytest
 import redis
@@ -18,6 +17,7 @@ import redis
 from hermes_redis import SessionMemory
 from tests.conftest import make_config
 from tests.fault.conftest import figures
+from tests.helpers import archive_query
 from tests.redis_server import RedisServer
 
 
@@ -30,12 +30,8 @@ def snapshot_redis():
 
 
 def archived(mem: SessionMemory, sid: str) -> list[tuple[str, int]]:
-    db = sqlite3.connect(mem.config.archive_path)
-    try:
-        return db.execute("SELECT message_id, seq FROM messages WHERE session_id=? ORDER BY seq",
-                          (sid,)).fetchall()
-    finally:
-        db.close()
+    return [(str(r[0]), int(r[1])) for r in archive_query(
+        mem.config, "SELECT message_id, seq FROM messages WHERE session_id=? ORDER BY seq", (sid,))]
 
 
 @pytest.mark.parametrize("snapshot", ["after_flush", "before_flush"])

@@ -6,7 +6,6 @@ counters are exact and the two tiers hold the same summary (invariants 3, 5)."""
 from __future__ import annotations
 
 import random
-import sqlite3
 import threading
 import time
 
@@ -15,6 +14,7 @@ from rq.registry import StartedJobRegistry
 
 from hermes_redis import SessionMemory
 from tests.fault.conftest import Acked, audit, burst, figures, sigkill, spawn_worker, wait_for
+from tests.helpers import archive_query
 
 KILLS = 20
 
@@ -59,9 +59,7 @@ def test_sigkill_workers_20_times(fault_config, tmp_path):
             # with no worker alive, both tiers together must hold every acked message
             snapshot = list(acked)
             hot = {m.message_id for s in sids for m in mem.hot.messages(s)}
-            db = sqlite3.connect(cfg.archive_path, timeout=30)
-            archived = {r[0] for r in db.execute("SELECT message_id FROM messages")}
-            db.close()
+            archived = {r[0] for r in archive_query(cfg, "SELECT message_id FROM messages")}
             missing = [a for a in snapshot if a.message_id not in hot | archived]
             if missing:
                 problems.append(f"kill {k}: {len(missing)} acked messages in neither tier")

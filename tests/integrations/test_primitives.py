@@ -273,6 +273,8 @@ V3_MESSAGES = """CREATE TABLE messages (message_id TEXT PRIMARY KEY,
   seq INTEGER NOT NULL)"""
 
 
+@pytest.mark.stack("default", reason="a SQLite file's schema upgrade (PRAGMA user_version); "
+                  "it runs no stack")
 def test_a_v3_archive_is_upgraded_in_place(tmp_path: Path):
     path = tmp_path / "v3.db"
     db = sqlite3.connect(path)
