@@ -50,8 +50,12 @@ def test_unarchived_keys_have_no_ttl_and_archived_ones_do(config_factory):
 def test_prefixes_isolate_deployments(config_factory, tmp_path):
     """Two deployments on one Redis, each with its own prefix (and its own archive)."""
     from hermes_redis import SessionMemory
+    from tests import stack
 
-    b_config = config_factory("redis").with_overrides(archive={"path": str(tmp_path / "b.db")})
+    b_archive = {"path": str(tmp_path / "b.db")}
+    if stack.SECOND and stack.ACTIVE is not None:  # its own schema, not the test's shared one
+        b_archive["url"] = stack.ACTIVE.postgres.new_schema()
+    b_config = config_factory("redis").with_overrides(archive=b_archive)
     with SessionMemory(config_factory("redis")) as a, SessionMemory(b_config) as b:
         sid = a.create_session()
         a.append(sid, "user", "only in a")
