@@ -6,8 +6,8 @@
 #   bash scripts/test.sh            the default stack, as CI: single Redis + SQLite + memory
 #                                   backend, with the PostgreSQL and Cluster slices
 #   HERMES_TEST_STACK=cluster+pg bash scripts/test.sh
-#                                   the whole suite on a Redis Cluster + PostgreSQL (~25 min
-#                                   on 2 busy cores: too long for CI's 20, so not in CI yet)
+#                                   the whole suite on a Redis Cluster + PostgreSQL (~14 min
+#                                   on 2 cores: with the default pass over CI's 20, so not in CI yet)
 #   bash scripts/test.sh ARGS...    pytest ARGS (-k NAME, -x, a path…) on $HERMES_TEST_STACK
 set -euo pipefail
 cd "$(dirname "$0")/.."
