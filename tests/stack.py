@@ -69,6 +69,14 @@ def sections(redis_url: str | None) -> dict[str, dict[str, Any]]:
     return out
 
 
+def separate_archive(path: str) -> dict[str, Any]:
+    """The ``archive`` section of a second deployment in the same test, with an archive of
+    its own: the SQLite file ``path``, and on cluster+pg a schema other than the test's."""
+    if not SECOND or ACTIVE is None:
+        return {"path": path}
+    return {"path": path, "url": ACTIVE.postgres.new_schema()}
+
+
 def merge(data: dict[str, Any], redis_url: str | None) -> dict[str, Any]:
     """``data`` (config sections, as written to a YAML file) with ``sections`` laid over."""
     for name, values in sections(redis_url).items():

@@ -52,10 +52,8 @@ def test_prefixes_isolate_deployments(config_factory, tmp_path):
     from hermes_redis import SessionMemory
     from tests import stack
 
-    b_archive = {"path": str(tmp_path / "b.db")}
-    if stack.SECOND and stack.ACTIVE is not None:  # its own schema, not the test's shared one
-        b_archive["url"] = stack.ACTIVE.postgres.new_schema()
-    b_config = config_factory("redis").with_overrides(archive=b_archive)
+    b_config = config_factory("redis").with_overrides(
+        archive=stack.separate_archive(str(tmp_path / "b.db")))
     with SessionMemory(config_factory("redis")) as a, SessionMemory(b_config) as b:
         sid = a.create_session()
         a.append(sid, "user", "only in a")
