@@ -72,6 +72,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, 
 # would cost more to rank than they say (BM25 weighs them near zero), and with them left
 # out a recall over a million messages costs about what it costs over a thousand.
 RECALL_MAX_POSTINGS = 10_000
+# Search ranks at most this many matches, the newest archived: a word found in more
+# messages than this ranks its newest ones, so a search costs about the same over a
+# million messages as over a thousand (ranking every match costs O(matches)).
+SEARCH_MAX_MATCHES = 2_000
 
 # CJK text has no spaces between words; index each character so any substring is a phrase.
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
@@ -237,7 +241,8 @@ class ArchiveStore(Protocol):
     def tombstoned(self, sid: str) -> dict[str, int]: ...
     def memories(self, user_id: str, superseded: bool = False) -> list[Memory]: ...
     def search(self, query: str, user_id: str | None = None,
-               limit: int = 20) -> list[SearchHit]: ...
+               limit: int = 20) -> list[SearchHit]:
+        """The best-ranked ``limit`` of the newest SEARCH_MAX_MATCHES matching messages."""
 
 
 class Archive(SQLArchive[sqlite3.Connection]):
@@ -510,6 +515,7 @@ class Archive(SQLArchive[sqlite3.Connection]):
         match = fts_query(query)
         if not match:
             return []
+        # FTS5 walks the matches newest first and stops at SEARCH_MAX_MATCHES; BM25 ranks those.
         sql = (
             "SELECT m.session_id, m.seq, m.role, m.content, s.title, bm25(messages_fts) AS score"
             " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
@@ -520,7 +526,9 @@ class Archive(SQLArchive[sqlite3.Connection]):
         if user_id is not None:
             sql += " AND s.user_id = ?"
             args.append(user_id)
-        rows = self._read(sql + " ORDER BY score LIMIT ?", [*args, limit])
+        sql += " ORDER BY messages_fts.rowid DESC LIMIT ?"
+        rows = self._read(f"SELECT * FROM ({sql}) ORDER BY score LIMIT ?",
+                          [*args, SEARCH_MAX_MATCHES, limit])
         return [
             SearchHit(r["session_id"], r["seq"], r["role"], snippet(r["content"], query),
                       r["title"] or "", -float(r["score"]))

@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from hermes_redis.archive import (
     _TOKENS,
     RECALL_MAX_POSTINGS,
+    SEARCH_MAX_MATCHES,
     Forgotten,
     SearchHit,
     fts_text,
@@ -397,18 +398,21 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
         match = ts_query(query)
         if not match:
             return []
+        # ts_rank reads each match's tsvector: only the newest SEARCH_MAX_MATCHES are ranked
         sql = (
-            "SELECT m.session_id, m.seq, m.role, m.content, s.title,"
-            " ts_rank(m.fts, %s::tsquery, 1) AS score"
+            "SELECT m.session_id, m.seq, m.role, m.content, s.title, m.fts"
             " FROM messages m JOIN sessions s ON s.session_id = m.session_id"
             " WHERE m.fts @@ %s::tsquery AND s.status != 'deleted'"
         )
-        args: list[Any] = [match, match]
+        args: list[Any] = [match]
         if user_id is not None:
             sql += " AND s.user_id = %s"
             args.append(user_id)
-        rows = self._query(sql + " ORDER BY score DESC, m.session_id, m.seq LIMIT %s",
-                          [*args, limit])
+        sql += " ORDER BY m.created_at DESC, m.session_id, m.seq DESC LIMIT %s"
+        rows = self._query(
+            "SELECT session_id, seq, role, content, title, ts_rank(fts, %s::tsquery, 1) AS score"
+            f" FROM ({sql}) AS newest ORDER BY score DESC, session_id, seq LIMIT %s",
+            [match, *args, SEARCH_MAX_MATCHES, limit])
         return [
             SearchHit(r["session_id"], r["seq"], r["role"], snippet(r["content"], query),
                       r["title"] or "", float(r["score"]))

@@ -23,8 +23,9 @@ from tests.redis_server import RedisServer
 
 from tests import stack  # isort: skip -- reads HERMES_TEST_STACK before the loop below
 
-for _var in [v for v in os.environ if v.startswith("HERMES_")]:
-    del os.environ[_var]  # the developer's own settings must not leak into tests
+for _var in [v for v in os.environ if v.startswith("HERMES_") and v != "HERMES_TEST_STACK"]:
+    del os.environ[_var]  # the developer's own settings must not leak into tests (the stack
+    # choice stays: pytest-xdist's workers read it at their own import of tests/stack.py)
 # Nothing a test starts may use the real ~/.hermes/data (embedded Redis, archive).
 os.environ["HERMES_DATA_DIR"] = tempfile.mkdtemp(prefix="hermes-test-data-")
 

@@ -294,6 +294,21 @@ def test_search_ranks_and_isolates_users(archive: ArchiveStore) -> None:
     assert archive.search("   ") == [] and archive.search("!!!") == []
 
 
+def test_a_word_in_more_messages_than_search_ranks_ranks_its_newest(
+        archive: ArchiveStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = "hermes_redis.archive" if type(archive).__name__ == "Archive" \
+        else "hermes_redis.archive_pg"
+    archive.write(row("old"), msgs("old", ["deploy"]))  # the best match by rank, but oldest
+    archive.write(row("new"), msgs("new", [f"we deploy the build number {i} to staging today"
+                                           for i in range(6)], start=1))
+    assert archive.search("deploy")[0].session_id == "old"
+    monkeypatch.setattr(f"{module}.SEARCH_MAX_MATCHES", 4)
+    hits = archive.search("deploy")
+    assert len(hits) == 4 and {h.session_id for h in hits} == {"new"}
+    assert sorted(h.seq for h in hits) == [3, 4, 5, 6]  # the newest four, ranked
+    assert [h.session_id for h in archive.search("deploy", user_id="bob")] == []
+
+
 def test_recall_finds_the_session_and_its_replies(archive: ArchiveStore) -> None:
     fill(archive)
     got = [m.seq for m in archive.recall("s1", "how did we do 用户认证 again?", 0, 99, 5)]
