@@ -104,6 +104,5 @@ NOTE = ("Sessions bulk-loaded into the SQLite archive (2 messages each, 8 users;
         "optimized, as its automerge keeps it); one live session in Redis. A page is an index "
         "range (`idx_sessions_page`, keyset cursor), a prefix an index range on the primary "
         "key, short ids two neighbour lookups per row; search is FTS5 over the archive plus the "
-        "Redis backlog's unarchived messages only. Search ranks every match by BM25, so its "
-        "cost follows the number of matches: flat for a specific word, linear for a word in a "
-        "quarter of all messages.")
+        "Redis backlog's unarchived messages only. Search ranks the newest 2,000 matches by BM25 "
+        "(SEARCH_MAX_MATCHES), so a word in a quarter of all messages costs what 2,000 do.")

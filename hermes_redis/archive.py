@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +74,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, 
 RECALL_MAX_POSTINGS = 10_000
 # Search ranks at most this many matches, the newest archived: a word found in more
 # messages than this ranks its newest ones, so a search costs about the same over a
-# million messages as over a thousand (ranking every match costs O(matches)).
+# million messages as over a thousand (FTS5's bm25() and ts_rank cost O(matches)).
 SEARCH_MAX_MATCHES = 2_000
 
 # CJK text has no spaces between words; index each character so any substring is a phrase.
@@ -115,6 +115,32 @@ def fts_matches(query: str, text: str) -> bool:
 
 
 _TOKENS = re.compile(r"[^\W_]+")
+
+
+def ranked_hits(query: str, rows: Sequence[Mapping[str, Any]], limit: int) -> list[SearchHit]:
+    """The best ``limit`` of ``rows`` (messages that match ``query``, with their session's
+    title) by BM25 over the rows themselves: a query word said more often, in a shorter
+    message, ranks higher; ties newest first (``rows`` come newest first). Both archives
+    rank a search this way, so they give the same hits in the same order."""
+    wants = [w for w in (_TOKENS.findall(fts_text(word).lower()) for word in query.split()) if w]
+    docs = [_TOKENS.findall(fts_text(r["content"]).lower()) for r in rows]
+    if not docs or not wants:
+        return []
+    k1, b = 1.2, 0.75
+    mean = sum(map(len, docs)) / len(docs) or 1.0
+    scores: list[tuple[float, int]] = []
+    for i, tokens in enumerate(docs):
+        norm = k1 * (1 - b + b * len(tokens) / mean)
+        score = 0.0
+        for want in wants:
+            n, last = len(want), want[-1]
+            tf = sum(1 for j in range(len(tokens) - n + 1)
+                     if tokens[j + n - 1].startswith(last) and tokens[j:j + n - 1] == want[:-1])
+            score += tf * (k1 + 1) / (tf + norm)
+        scores.append((-score, i))
+    return [SearchHit(rows[i]["session_id"], rows[i]["seq"], rows[i]["role"],
+                      snippet(rows[i]["content"], query), rows[i]["title"] or "", -neg)
+            for neg, i in sorted(scores)[:limit]]
 
 
 T = TypeVar("T")
@@ -242,7 +268,8 @@ class ArchiveStore(Protocol):
     def memories(self, user_id: str, superseded: bool = False) -> list[Memory]: ...
     def search(self, query: str, user_id: str | None = None,
                limit: int = 20) -> list[SearchHit]:
-        """The best-ranked ``limit`` of the newest SEARCH_MAX_MATCHES matching messages."""
+        """The best ``limit`` of the newest SEARCH_MAX_MATCHES matching messages, ranked by
+        ``ranked_hits``."""
 
 
 class Archive(SQLArchive[sqlite3.Connection]):
@@ -515,9 +542,9 @@ class Archive(SQLArchive[sqlite3.Connection]):
         match = fts_query(query)
         if not match:
             return []
-        # FTS5 walks the matches newest first and stops at SEARCH_MAX_MATCHES; BM25 ranks those.
+        # FTS5 walks the matches newest first and stops at SEARCH_MAX_MATCHES
         sql = (
-            "SELECT m.session_id, m.seq, m.role, m.content, s.title, bm25(messages_fts) AS score"
+            "SELECT m.session_id, m.seq, m.role, m.content, s.title"
             " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
             " JOIN sessions s ON s.session_id = m.session_id"
             " WHERE messages_fts MATCH ? AND s.status != 'deleted'"
@@ -527,14 +554,7 @@ class Archive(SQLArchive[sqlite3.Connection]):
             sql += " AND s.user_id = ?"
             args.append(user_id)
         sql += " ORDER BY messages_fts.rowid DESC LIMIT ?"
-        rows = self._read(f"SELECT * FROM ({sql}) ORDER BY score LIMIT ?",
-                          [*args, SEARCH_MAX_MATCHES, limit])
-        return [
-            SearchHit(r["session_id"], r["seq"], r["role"], snippet(r["content"], query),
-                      r["title"] or "", -float(r["score"]))
-            for r in rows
-        ]
-
+        return ranked_hits(query, self._read(sql, [*args, SEARCH_MAX_MATCHES]), limit)
 
 def snippet(text: str, query: str, width: int = 80) -> str:
     """A window of ``text`` around the first query word, on one line."""

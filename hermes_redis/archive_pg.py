@@ -33,8 +33,8 @@ from hermes_redis.archive import (
     Forgotten,
     SearchHit,
     fts_text,
+    ranked_hits,
     recall_terms,
-    snippet,
 )
 from hermes_redis.archive_sql import MESSAGE_COLUMNS, SQLArchive, _json_list, _ts, rare_terms
 from hermes_redis.errors import BackendUnavailableError
@@ -398,9 +398,8 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
         match = ts_query(query)
         if not match:
             return []
-        # ts_rank reads each match's tsvector: only the newest SEARCH_MAX_MATCHES are ranked
         sql = (
-            "SELECT m.session_id, m.seq, m.role, m.content, s.title, m.fts"
+            "SELECT m.session_id, m.seq, m.role, m.content, s.title"
             " FROM messages m JOIN sessions s ON s.session_id = m.session_id"
             " WHERE m.fts @@ %s::tsquery AND s.status != 'deleted'"
         )
@@ -409,15 +408,7 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
             sql += " AND s.user_id = %s"
             args.append(user_id)
         sql += " ORDER BY m.created_at DESC, m.session_id, m.seq DESC LIMIT %s"
-        rows = self._query(
-            "SELECT session_id, seq, role, content, title, ts_rank(fts, %s::tsquery, 1) AS score"
-            f" FROM ({sql}) AS newest ORDER BY score DESC, session_id, seq LIMIT %s",
-            [match, *args, SEARCH_MAX_MATCHES, limit])
-        return [
-            SearchHit(r["session_id"], r["seq"], r["role"], snippet(r["content"], query),
-                      r["title"] or "", float(r["score"]))
-            for r in rows
-        ]
+        return ranked_hits(query, self._query(sql, [*args, SEARCH_MAX_MATCHES]), limit)
 
 
 

@@ -53,7 +53,7 @@ class ServeProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30) -> ServeProcess:
+    def start(self, timeout: float = 120) -> ServeProcess:
         args = [sys.executable, "-m", "hermes_redis.cli", "--config", str(self.config), "serve",
                 "--port", str(self.port), *self.extra]
         with open(self.log, "ab") as log:

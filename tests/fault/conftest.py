@@ -62,8 +62,10 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
             sigkill(proc)
 
 
-def burst(config_path: Path, log: Path, timeout: float = 120) -> None:
-    """A burst worker process: sweep with no grace, then drain the queue."""
+def burst(config_path: Path, log: Path, timeout: float = 600) -> None:
+    """A burst worker process: sweep with no grace, then drain the queue. ``timeout`` only
+    catches a hang (it returns when the worker does): a compaction of thousands of messages
+    on a loaded 2-core machine took over two minutes."""
     proc = spawn_worker(config_path, log, burst=True)
     try:
         rc = proc.wait(timeout)
