@@ -50,6 +50,7 @@ def load(mem: SessionMemory, n: int) -> list[str]:
         db.executemany("INSERT INTO messages_fts(rowid, body) VALUES (?, ?)",
                        list(enumerate(fts, start=1)))
         db.execute("INSERT INTO messages_fts(messages_fts) VALUES('optimize')")  # merged segments
+        db.execute("INSERT OR IGNORE INTO fts_terms SELECT term FROM messages_vocab")  # as a flush
     db.close()
     return sids
 
@@ -105,4 +106,5 @@ NOTE = ("Sessions bulk-loaded into the SQLite archive (2 messages each, 8 users;
         "range (`idx_sessions_page`, keyset cursor), a prefix an index range on the primary "
         "key, short ids two neighbour lookups per row; search is FTS5 over the archive plus the "
         "Redis backlog's unarchived messages only. Search ranks the newest 2,000 matches by BM25 "
-        "(SEARCH_MAX_MATCHES), so a word in a quarter of all messages costs what 2,000 do.")
+        "(SEARCH_MAX_MATCHES), found through the prefix's exact terms (fts_terms), so a word in a "
+        "quarter of all messages costs what 2,000 do.")

@@ -12,7 +12,8 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import unicodedata
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +26,10 @@ from hermes_redis.models import parse_ts as parse_ts  # where the tests and call
 
 # 1: the seed's tables; 2: sessions.cleared_seq; 3: the listing indexes (user, status, time);
 # 4: messages.item (a framework's structured message, JSON text, NULL for none);
-# 5: memories.seq/kind/topic/superseded_by and memory_sources (extracted memories).
+# 5: memories.seq/kind/topic/superseded_by and memory_sources (extracted memories);
+# 6: fts_terms (every term the full-text index holds, for search's prefix expansion).
 # Upgraded in place on open (PRAGMA user_version).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Columns added after version 1, by table: added in place to an older archive.
 ADDED_COLUMNS = {
     "sessions": {"cleared_seq": "INTEGER DEFAULT 0"},
@@ -67,6 +69,7 @@ CREATE TABLE IF NOT EXISTS api_keys (key_id TEXT PRIMARY KEY, user_id TEXT,
   revoked_at TIMESTAMP);
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(body, tokenize='unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS messages_vocab USING fts5vocab(messages_fts, row);
+CREATE TABLE IF NOT EXISTS fts_terms (term TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 # Recall leaves out query terms found in more archived messages than this: their postings
 # would cost more to rank than they say (BM25 weighs them near zero), and with them left
@@ -76,6 +79,12 @@ RECALL_MAX_POSTINGS = 10_000
 # messages than this ranks its newest ones, so a search costs about the same over a
 # million messages as over a thousand (FTS5's bm25() and ts_rank cost O(matches)).
 SEARCH_MAX_MATCHES = 2_000
+# FTS5 answers a prefix phrase ("deploy"*) by merging the postings of every term with that
+# prefix: O(matches), however few rows are asked for. Search looks the prefix up in
+# fts_terms instead and asks for the exact terms (lazy, newest first), when there are at most
+# this many; a shorter, commoner prefix keeps FTS5's own prefix query.
+SEARCH_MAX_EXPANSION = 64
+KNOWN_TERMS_HELD = 100_000  # terms a process remembers it put in fts_terms
 
 # CJK text has no spaces between words; index each character so any substring is a phrase.
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
@@ -93,6 +102,50 @@ def fts_query(query: str) -> str:
         parts = [p.replace('"', '""') for p in fts_text(word).split()]
         if parts and _TOKENS.search(word):  # a word of punctuation only has nothing to match
             phrases.append('"' + " ".join(parts) + '"*')
+    return " AND ".join(phrases)
+
+
+def fts_terms(texts: Iterable[str]) -> set[str]:
+    """The terms FTS5's unicode61 indexes ``texts`` under, as ``fts_terms`` keeps them: each
+    token lower-cased, and also without its diacritics (unicode61 removes them from Latin
+    letters), so a prefix lookup finds every term the index may hold for it."""
+    words = " ".join(set(" ".join(texts).split()))  # each word once: tokens never span a space
+    if words.isascii():  # the common case, in C: bytes.translate then split
+        return {t.decode() for t in set(words.encode().translate(_ASCII_TOKEN_BYTES).split())}
+    out = set(_TOKENS.findall(fts_text(words).lower()))
+    out.update([plain for plain in map(_without_diacritics, out) if plain])
+    return out
+
+
+# ASCII letters and digits lower-cased, every other byte a space: what _TOKENS finds in ASCII
+_ASCII_TOKEN_BYTES = bytes(c if chr(c).isalnum() else 32 for c in range(256)).lower()
+
+
+def _without_diacritics(token: str) -> str:
+    if token.isascii():
+        return token
+    return "".join(c for c in unicodedata.normalize("NFD", token) if not unicodedata.combining(c))
+
+
+def expanded_match(query: str, terms_with_prefix: Callable[[str], list[str] | None]) -> str:
+    """``fts_query(query)`` with each phrase's final prefix replaced by the exact terms
+    ``terms_with_prefix(prefix)`` returns (None: too many, keep the prefix query). An ASCII
+    prefix only: unicode61 folds other letters in ways a lookup would have to copy. The
+    same rows match either way; '' when some word can match nothing."""
+    phrases = []
+    for word in query.split():
+        tokens = _TOKENS.findall(fts_text(word).lower())
+        if not tokens:
+            continue
+        head, last = tokens[:-1], tokens[-1]
+        terms = terms_with_prefix(last) if last.isascii() else None
+        if terms is None:
+            phrases.append('"' + " ".join(tokens) + '"*')
+        elif not terms:
+            return ""
+        else:
+            phrases.append("(" + " OR ".join('"' + " ".join([*head, t]) + '"' for t in terms)
+                           + ")")
     return " AND ".join(phrases)
 
 
@@ -286,6 +339,7 @@ class Archive(SQLArchive[sqlite3.Connection]):
         self._conn: sqlite3.Connection | None = None
         self._pid = 0
         self._inode = 0
+        self._known_terms: set[str] = set()  # in this file's fts_terms (_remember_terms)
 
     # --- connection ------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -317,6 +371,8 @@ class Archive(SQLArchive[sqlite3.Connection]):
                     f"archive {self.path} has schema version {version}, newer than this "
                     f"hermes-redis understands ({SCHEMA_VERSION}); upgrade hermes-redis")
             if version < SCHEMA_VERSION:
+                if version < 6:  # the terms indexed before fts_terms existed
+                    conn.execute("INSERT OR IGNORE INTO fts_terms SELECT term FROM messages_vocab")
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.Error as err:
             raise self._unavailable(err) from None
@@ -324,6 +380,7 @@ class Archive(SQLArchive[sqlite3.Connection]):
             raise BackendUnavailableError(f"cannot open archive {self.path}: {err.strerror}") from None
         self._conn, self._pid = conn, os.getpid()
         self._inode = self.path.stat().st_ino
+        self._known_terms = set()
         return conn
 
     def _check_file(self) -> None:
@@ -435,8 +492,19 @@ class Archive(SQLArchive[sqlite3.Connection]):
             # ascending rowids: FTS5 flushes its pending terms whenever a rowid goes backwards
             conn.executemany("INSERT INTO messages_fts(rowid, body) VALUES (?, ?)",
                              [(rowid, fts_text(content)) for rowid, content in sorted(added)])
+            terms = fts_terms(content for _, content in added) - self._known_terms
+            conn.executemany("INSERT OR IGNORE INTO fts_terms(term) VALUES (?)",
+                             [(t,) for t in terms])
             self._recount(conn, session["session_id"])
-            return len(added)
+        self._remember_terms(terms)
+        return len(added)
+
+    def _remember_terms(self, terms: set[str]) -> None:
+        """Terms committed to fts_terms, so the next flushes skip their inserts (bounded;
+        fts_terms never loses a term, so a term held here is there)."""
+        if len(self._known_terms) + len(terms) > KNOWN_TERMS_HELD:
+            self._known_terms.clear()
+        self._known_terms |= terms
 
     def forget(self, sid: str, targets: Sequence[Forgotten],
                memories: bool = True) -> list[Forgotten]:
@@ -538,11 +606,18 @@ class Archive(SQLArchive[sqlite3.Connection]):
             total += int(row[0]["n"])
         return total
 
+    def _terms_with_prefix(self, prefix: str) -> list[str] | None:
+        rows = self._read("SELECT term FROM fts_terms WHERE term >= ? AND term < ? LIMIT ?",
+                          (prefix, prefix + "\U0010ffff", SEARCH_MAX_EXPANSION + 1))
+        return None if len(rows) > SEARCH_MAX_EXPANSION else [r["term"] for r in rows]
+
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
-        match = fts_query(query)
+        if not fts_query(query):
+            return []
+        match = expanded_match(query, self._terms_with_prefix)
         if not match:
             return []
-        # FTS5 walks the matches newest first and stops at SEARCH_MAX_MATCHES
+        # FTS5 walks exact terms' matches newest first and stops at SEARCH_MAX_MATCHES
         sql = (
             "SELECT m.session_id, m.seq, m.role, m.content, s.title"
             " FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from hermes_redis import archive_pg
-from hermes_redis.archive import ArchiveStore, Forgotten, parse_ts
+from hermes_redis.archive import Archive, ArchiveStore, Forgotten, parse_ts
 from hermes_redis.archive_pg import PostgresArchive, fts_vector, term_query, ts_query
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Message
@@ -307,6 +307,54 @@ def test_a_word_in_more_messages_than_search_ranks_ranks_its_newest(
     assert len(hits) == 4 and {h.session_id for h in hits} == {"new"}
     assert sorted(h.seq for h in hits) == [3, 4, 5, 6]  # the newest four, ranked
     assert [h.session_id for h in archive.search("deploy", user_id="bob")] == []
+
+
+def test_search_prefixes_find_every_form_of_a_word(archive: ArchiveStore) -> None:
+    archive.write(row("s1"), msgs("s1", ["we deployed it", "the deployment failed", "redeploy",
+                                         "e-mail the team", "email them", "Deploy tests"]))
+    archive.write(row("s2"), msgs("s2", ["deploy"]))
+    cases = {"deploy": {("s1", 1), ("s1", 2), ("s1", 6), ("s2", 1)},
+             "deploym": {("s1", 2)}, "deployment": {("s1", 2)}, "deploymentx": set(),
+             "e-mail": {("s1", 4)}, "e-ma": {("s1", 4)}, "email": {("s1", 5)},
+             "deploy tes": {("s1", 6)}, "deploy zzz": set(), "d": {("s1", 1), ("s1", 2),
+                                                                   ("s1", 6), ("s2", 1)}}
+    for query, hits in cases.items():
+        assert {(h.session_id, h.seq) for h in archive.search(query)} == hits, query
+
+
+def test_search_expands_prefixes_to_terms_as_fts5_would(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite asks FTS5 for a prefix's exact terms (from fts_terms); with no expansion
+    (SEARCH_MAX_EXPANSION 0) it asks FTS5's prefix query. Both find the same rows, diacritics
+    (folded by unicode61) and a schema-5 archive upgraded in place included."""
+    import sqlite3
+
+    from hermes_redis import archive as archive_sqlite
+    texts = ["Déploiement prévu demain", "deploy now", "a café nearby", "the cafe is shut",
+             "CAFÉS everywhere", "naïve résumé", "resume the run", "deployé partout"]
+    queries = ["deplo", "déplo", "deploi", "caf", "cafe", "café", "cafes", "resum", "résumé",
+               "naive", "nai", "deploye", "deploy", "zz"]
+    store = Archive(tmp_path / "a.db")
+    store.write(row("s1"), msgs("s1", texts))
+
+    def hits() -> list[set[tuple[str, int]]]:
+        return [{(h.session_id, h.seq) for h in store.search(q)} for q in queries]
+
+    expanded = hits()
+    monkeypatch.setattr(archive_sqlite, "SEARCH_MAX_EXPANSION", 0)
+    assert hits() == expanded  # FTS5's own prefix query
+    assert expanded[queries.index("caf")] == {("s1", 3), ("s1", 4), ("s1", 5)}
+    assert expanded[queries.index("resum")] == {("s1", 6), ("s1", 7)}
+    monkeypatch.undo()
+    store.close()
+    db = sqlite3.connect(tmp_path / "a.db")  # as schema 5 left it: no term list
+    db.execute("DROP TABLE fts_terms")
+    db.execute("PRAGMA user_version = 5")
+    db.commit()
+    db.close()
+    store = Archive(tmp_path / "a.db")
+    assert hits() == expanded
+    store.close()
 
 
 def test_recall_finds_the_session_and_its_replies(archive: ArchiveStore) -> None:
