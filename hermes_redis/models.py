@@ -172,6 +172,27 @@ class Message:
     created_at: float = field(default_factory=lambda: round(time.time(), 6))
     item_json: str = ""  # the caller's structured payload as JSON text ("" for none)
 
+    @classmethod
+    def new(cls, session_id: str, seq: int, role: str, content: str, token_count: int,
+            message_id: str, tool_calls: str, file_refs: tuple[str, ...],
+            memory_refs: tuple[str, ...], created_at: float, item_json: str) -> Message:
+        """A Message of fields already checked, every one given: the append path's
+        constructor (a frozen dataclass's ``__init__`` sets each field through
+        ``object.__setattr__``, 3× the cost)."""
+        msg = object.__new__(cls)
+        msg.__dict__.update(session_id=session_id, seq=seq, role=role, content=content,
+                            token_count=token_count, message_id=message_id,
+                            tool_calls=tool_calls, file_refs=file_refs, memory_refs=memory_refs,
+                            created_at=created_at, item_json=item_json)
+        return msg
+
+    def with_seq(self, seq: int) -> Message:
+        """This message with the seq the append script gave it (``dataclasses.replace``
+        re-runs ``__init__``: 7× the cost)."""
+        msg = object.__new__(Message)
+        msg.__dict__.update(self.__dict__, seq=seq)
+        return msg
+
     @property
     def item(self) -> Any:
         """The structured payload exactly as appended (None when there is none)."""

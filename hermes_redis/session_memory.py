@@ -196,7 +196,7 @@ class SessionMemory:
             self._dispatch(sid)
         self.pressure.appended(len(msgs))
         metrics.APPENDS.inc(len(msgs))
-        return [replace(m, seq=seq) for m, seq in zip(msgs, seqs, strict=True)]
+        return [m.with_seq(seq) for m, seq in zip(msgs, seqs, strict=True)]
 
     def _trigger_facts(self, msgs: list[Message]) -> dict[int, str]:
         """What user messages ask to remember in plain words ("记住：…", "remember that …"),
@@ -288,10 +288,9 @@ class SessionMemory:
                            if self.config.session.tool_result_summarize
                            else self.tokenizer.cap(content, limit, where))
                 tokens = self.tokenizer.count(content)
-            msgs.append(Message(sid, 0, c["role"], content, tokens, tool_calls=c["tool_calls"],
-                                file_refs=c["file_refs"], memory_refs=c["memory_refs"],
-                                message_id=message_id, item_json=c["item"],
-                                created_at=now if c["created_at"] is None else c["created_at"]))
+            msgs.append(Message.new(sid, 0, c["role"], content, tokens, message_id,
+                                    c["tool_calls"], c["file_refs"], c["memory_refs"],
+                                    now if c["created_at"] is None else c["created_at"], c["item"]))
         return msgs, full
 
     def _title(self, content: str) -> str:

@@ -27,7 +27,8 @@ class Tokenizer:
         self.fallback = self.encoding_name != encoding
 
     def count(self, text: str) -> int:
-        return len(self._enc.encode(text, disallowed_special=()))
+        """Tokens of ``text``, special-token text counted as ordinary text."""
+        return len(self._enc.encode_ordinary(text))
 
     def count_many(self, texts: list[str]) -> list[int]:
         """``count`` of each text. A loop, not tiktoken's ``encode_ordinary_batch``: that one

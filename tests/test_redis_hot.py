@@ -32,6 +32,18 @@ def test_a_retried_append_is_not_stored_twice(rmem):
     assert hot.length(sid) == 1 and hot.meta(sid).message_count == 1
 
 
+@pytest.mark.stack("default", reason="one Redis's script cache; tests/test_cluster.py flushes "
+                  "each primary's")
+def test_an_append_after_redis_lost_its_scripts_loads_them_and_stores_once(rmem, redis_client):
+    sid = rmem.create_session()
+    rmem.append(sid, "user", "before")
+    redis_client.script_flush()  # as a restarted Redis: NOSCRIPT on the next EVALSHA
+    stored = rmem.append(sid, "assistant", "after the flush")
+    assert stored.seq == 2
+    assert [m.content for m in rmem.messages(sid)] == ["before", "after the flush"]
+    assert rmem.hot.meta(sid).message_count == 2
+
+
 def test_unarchived_keys_have_no_ttl_and_archived_ones_do(config_factory):
     from hermes_redis import SessionMemory
 

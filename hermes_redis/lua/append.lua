@@ -7,7 +7,10 @@
 -- Returns {enqueue, seq_1, ..., seq_n}.
 local meta, list, index, backlog, full = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, sid, title, retry, n = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
-local status = redis.call('HGET', meta, 'status')
+-- one read and one write of the meta hash: each redis.call costs about a microsecond
+local m = redis.call('HMGET', meta, 'status', 'last_seq', 'message_count', 'total_tokens',
+                     'title', 'pending')
+local status = m[1]
 if not status then return redis.error_reply('NOSESSION') end
 if status ~= 'active' then return redis.error_reply('STATUS ' .. status) end
 if retry == '1' then
@@ -28,7 +31,7 @@ if retry == '1' then
     return out
   end
 end
-local last = redis.call('HINCRBY', meta, 'last_seq', n)
+local last = tonumber(m[2] or '0') + n
 local out = {0}
 local stamped = {}
 local tokens = 0
@@ -46,16 +49,23 @@ end
 for i = 1, #stamped, 1000 do  -- unpack() has a stack limit
   redis.call('RPUSH', list, unpack(stamped, i, math.min(i + 999, #stamped)))
 end
-redis.call('HINCRBY', meta, 'message_count', n)
-redis.call('HINCRBY', meta, 'total_tokens', tokens)
-redis.call('HSET', meta, 'updated_at', now)
-if title ~= '' and (redis.call('HGET', meta, 'title') or '') == '' then
-  redis.call('HSET', meta, 'title', title)
+local set = {'last_seq', string.format('%d', last),
+             'message_count', string.format('%d', tonumber(m[3] or '0') + n),
+             'total_tokens', string.format('%d', tonumber(m[4] or '0') + tokens),
+             'updated_at', now}
+if title ~= '' and (m[5] or '') == '' then
+  set[#set + 1] = 'title'
+  set[#set + 1] = title
 end
+if not m[6] then  -- the first unarchived turn: the caller enqueues one flush
+  set[#set + 1] = 'pending'
+  set[#set + 1] = now
+  out[1] = 1
+end
+redis.call('HSET', meta, unpack(set))
 redis.call('ZADD', index, now, sid)
 redis.call('ZADD', backlog, 'NX', now, sid)
 -- unarchived turns must outlive any TTL: the flush sets the expiry again
 redis.call('PERSIST', meta)
 redis.call('PERSIST', list)
-out[1] = redis.call('HSETNX', meta, 'pending', now)
 return out
