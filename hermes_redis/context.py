@@ -269,9 +269,9 @@ def _newest(older: _Older, room: int, turn_room: int, tokenizer: Tokenizer,
     leading tool result without its call is put back."""
     picked: list[Message] = []  # newest first while reading
     used = 0
+    has_user = False  # the newest user message is picked: the newest turn is in
     for m in older:
         cost = m.token_count + MESSAGE_OVERHEAD
-        has_user = any(p.role == "user" for p in picked)
         if has_user and (turn_only or used + cost > room):
             older.push(m)
             break
@@ -287,6 +287,7 @@ def _newest(older: _Older, room: int, turn_room: int, tokenizer: Tokenizer,
             return _fit_turn(turn, turn_room, tokenizer), older
         picked.append(m)
         used += cost
+        has_user = has_user or m.role == "user"
     picked.reverse()
     while picked and picked[0].role == "tool":  # a tool result without its call confuses models
         older.push(picked.pop(0))

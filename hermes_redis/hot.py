@@ -633,16 +633,22 @@ class RedisHot(HotStore):
         return _meta(self._call(lambda: self.client.hgetall(self.meta_key(sid))))
 
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
+        keys = [self.meta_key(sid), self.list_key(sid)]
+        args = [-1 if ttl is None else ttl, budget]
+
         def run() -> list[Any]:
             pipe = self.client.pipeline(transaction=False)
-            self._pipe_script(pipe, "read", [self.meta_key(sid), self.list_key(sid)],
-                              [-1 if ttl is None else ttl, budget])
+            pipe.execute_command("EVALSHA", self._scripts["read"].sha, len(keys), *keys, *args)
             if user_id is not None:
                 pipe.get(self.memories_key(user_id))
                 pipe.get(self.memories_gen_key(user_id))
             return list(pipe.execute())
 
-        got = self._call(run)
+        try:
+            got = self._call(run)
+        except redis.exceptions.NoScriptError:  # restarted (or SCRIPT FLUSH): NOSCRIPT ran nothing
+            self._call(self._load_scripts)
+            got = self._call(run)
         cached, gen = (_memories(got[1]), int(got[2] or 0)) if user_id is not None else (None, 0)
         if not got[0]:
             return HotRead(None, [], 0, cached, gen)
@@ -652,18 +658,21 @@ class RedisHot(HotStore):
 
     def _evalsha(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """Script ``name`` by a bare EVALSHA (redis-py's ``Script`` call costs the client a
-        quarter more); a Redis that lacks it (restarted, SCRIPT FLUSH) gets it loaded (on
-        every primary of a cluster) and the call sent again: NOSCRIPT ran nothing."""
+        quarter more); a Redis that lacks it (restarted, SCRIPT FLUSH) gets the scripts loaded
+        (on every primary of a cluster) and the call sent again: NOSCRIPT ran nothing."""
         sha = self._scripts[name].sha
         try:
             return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
-            self.client.script_load(self._scripts[name].script)
+            self._load_scripts()
             return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
 
-    def _pipe_script(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
-        """Queue script ``name`` on ``pipe`` (loaded first if Redis lacks it)."""
-        self._scripts[name](keys=keys, args=args, client=pipe)
+    def _load_scripts(self) -> None:
+        """SCRIPT LOAD every script (a cluster client sends it to every primary). Pipelines
+        queue a bare EVALSHA: redis-py's ``Script`` on a pipeline costs a SCRIPT EXISTS round
+        trip before each one, and a cluster pipeline refuses it."""
+        for script in self._scripts.values():
+            self.client.script_load(script.script)
 
     def cached_memories(self, user_id: str) -> tuple[list[str] | None, int]:
         raw, gen = self._call(lambda: self.client.mget(
@@ -840,11 +849,6 @@ class ClusterHot(RedisHot):
         self._keys_of_every_slot: dict[str, list[str]] = {}
         self._load_scripts()
 
-    def _load_scripts(self) -> None:
-        """A cluster pipeline cannot load a script it lacks: load them on every primary."""
-        for script in self._scripts.values():
-            self.client.script_load(script.script)
-
     def _slot_key(self, slot: int, name: str) -> str:
         return f"{self.prefix}:{{{slot_tag(slot)}}}:{name}"
 
@@ -927,20 +931,9 @@ class ClusterHot(RedisHot):
         return [s.decode() for s in self._every_slot("backlog", "ZRANGEBYSCORE", "-inf",
                                                      repr(older_than))]
 
-    def _pipe_script(self, pipe: Any, name: str, keys: list[str], args: list[Any]) -> None:
-        """A cluster pipeline refuses ``Script`` calls but routes a raw EVALSHA by its keys."""
-        pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
-
     def backlog_summary(self) -> tuple[int, float]:
         pairs = self._every_slot("backlog", "ZRANGE", 0, -1, "WITHSCORES")
         return len(pairs), _oldest(pairs)
-
-    def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
-        try:
-            return super().read(sid, ttl, budget, user_id)
-        except redis.exceptions.NoScriptError:  # a node restarted with an empty script cache
-            self._call(self._load_scripts)
-            return super().read(sid, ttl, budget, user_id)
 
     def primaries(self) -> list[tuple[str, redis.Redis, int]]:
         """(host:port, a client of that node, the lowest slot it serves) per primary."""

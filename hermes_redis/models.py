@@ -176,7 +176,7 @@ class Message:
     def new(cls, session_id: str, seq: int, role: str, content: str, token_count: int,
             message_id: str, tool_calls: str, file_refs: tuple[str, ...],
             memory_refs: tuple[str, ...], created_at: float, item_json: str) -> Message:
-        """A Message of fields already checked, every one given: the append path's
+        """A Message of fields already checked, every one given: the append and read paths'
         constructor (a frozen dataclass's ``__init__`` sets each field through
         ``object.__setattr__``, 3× the cost)."""
         msg = object.__new__(cls)
@@ -225,19 +225,8 @@ class Message:
             raise ValueError(f"unknown wire version in {raw[:12]!r}")
         item_json = fields_.pop() if fields_[0] == WIRE_VERSION_ITEM else ""
         _, seq, mid, role, content, tokens, tool_calls, file_refs, memory_refs, created = fields_
-        return cls(
-            session_id=session_id,
-            seq=seq,
-            role=role,
-            content=content,
-            token_count=tokens,
-            message_id=mid,
-            tool_calls=tool_calls,
-            file_refs=tuple(file_refs),
-            memory_refs=tuple(memory_refs),
-            created_at=created,
-            item_json=item_json,
-        )
+        return cls.new(session_id, seq, role, content, tokens, mid, tool_calls, tuple(file_refs),
+                       tuple(memory_refs), created, item_json)
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -34,7 +34,7 @@ def test_a_retried_append_is_not_stored_twice(rmem):
 
 @pytest.mark.stack("default", reason="one Redis's script cache; tests/test_cluster.py flushes "
                   "each primary's")
-def test_an_append_after_redis_lost_its_scripts_loads_them_and_stores_once(rmem, redis_client):
+def test_an_append_or_read_after_redis_lost_its_scripts_loads_them_and_stores_once(rmem, redis_client):
     sid = rmem.create_session()
     rmem.append(sid, "user", "before")
     redis_client.script_flush()  # as a restarted Redis: NOSCRIPT on the next EVALSHA
@@ -42,6 +42,8 @@ def test_an_append_after_redis_lost_its_scripts_loads_them_and_stores_once(rmem,
     assert stored.seq == 2
     assert [m.content for m in rmem.messages(sid)] == ["before", "after the flush"]
     assert rmem.hot.meta(sid).message_count == 2
+    redis_client.script_flush()  # the read pipeline's bare EVALSHA: loaded and sent again
+    assert [m.content for m in rmem.context(sid).messages] == ["before", "after the flush"]
 
 
 def test_unarchived_keys_have_no_ttl_and_archived_ones_do(config_factory):
@@ -73,9 +75,10 @@ def test_prefixes_isolate_deployments(config_factory, tmp_path):
         assert b.hot.meta(sid) is None and a.hot.meta(sid) is not None
 
 
-def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_factory):
+def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_factory, monkeypatch):
     """A session the hot tier holds whole: meta, page, TTL and the user's cached memories
-    come in one pipeline; the archive is not read."""
+    come in one pipeline, sent in one write (no SCRIPT EXISTS before it); the archive is not
+    read."""
     from hermes_redis import SessionMemory
 
     with SessionMemory(config_factory("redis")) as mem:
@@ -98,10 +101,14 @@ def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_facto
 
         client.pipeline = counted_pipeline
         client.execute_command = lambda *a, **k: trips.append(str(a[0])) or execute_command(*a, **k)
+        connection = client.connection_pool.connection_class
+        send = connection.send_packed_command
+        monkeypatch.setattr(connection, "send_packed_command",
+                            lambda self, *a, **k: trips.append("send") or send(self, *a, **k))
         read = mem.cold._read
         mem.cold._read = lambda q, args=(): sql.append(q) or read(q, args)  # type: ignore[method-assign]
         ctx = mem.context(sid)
-        assert trips == ["pipeline"] and sql == []
+        assert trips == ["pipeline", "send"] and sql == []
         assert ctx.memories == ("prefers tabs",) and len(ctx.messages) == 20
 
 
