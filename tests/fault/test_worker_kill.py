@@ -30,7 +30,9 @@ def test_sigkill_workers_20_times(fault_config, tmp_path):
     def agent() -> None:
         with SessionMemory(cfg) as own:
             i = 0
-            while not halt.is_set() and i < 20_000:
+            # at most 6,000 (about 95K tokens a session): however long a loaded machine takes
+            # to kill 20 workers, each session still fits the default budget's threshold
+            while not halt.is_set() and i < 6_000:
                 sid = sids[i % 3]
                 role = "user" if (i // 3) % 2 == 0 else "assistant"
                 text = f"message {i}: we decided Priya ships PostgreSQL 16 on day {i % 30}. " \
