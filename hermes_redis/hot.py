@@ -644,11 +644,7 @@ class RedisHot(HotStore):
                 pipe.get(self.memories_gen_key(user_id))
             return list(pipe.execute())
 
-        try:
-            got = self._call(run)
-        except redis.exceptions.NoScriptError:  # restarted (or SCRIPT FLUSH): NOSCRIPT ran nothing
-            self._call(self._load_scripts)
-            got = self._call(run)
+        got = self._call(lambda: self._reloading(run))
         cached, gen = (_memories(got[1]), int(got[2] or 0)) if user_id is not None else (None, 0)
         if not got[0]:
             return HotRead(None, [], 0, cached, gen)
@@ -658,14 +654,19 @@ class RedisHot(HotStore):
 
     def _evalsha(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """Script ``name`` by a bare EVALSHA (redis-py's ``Script`` call costs the client a
-        quarter more); a Redis that lacks it (restarted, SCRIPT FLUSH) gets the scripts loaded
-        (on every primary of a cluster) and the call sent again: NOSCRIPT ran nothing."""
+        quarter more)."""
         sha = self._scripts[name].sha
+        return self._reloading(
+            lambda: self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args))
+
+    def _reloading(self, fn: Callable[[], T]) -> T:
+        """``fn``, sent again after loading the scripts (on every primary of a cluster) when
+        Redis lacks one (restarted, SCRIPT FLUSH): NOSCRIPT ran nothing."""
         try:
-            return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+            return fn()
         except redis.exceptions.NoScriptError:
             self._load_scripts()
-            return self.client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+            return fn()
 
     def _load_scripts(self) -> None:
         """SCRIPT LOAD every script (a cluster client sends it to every primary). Pipelines
