@@ -5,11 +5,13 @@ import sys
 import time
 
 import pytest
+from redis import Redis
 from rq import Queue
 
 from hermes_redis import SessionMemory
+from tests.fault.conftest import wait_for
 from tests.helpers import archive_rows, converse
-from workers.worker import run
+from workers.worker import HermesWorker, run
 
 FACTS = ["access token 30 min", "refresh token 7 d", "bcrypt + salt", "PostgreSQL 16"]
 
@@ -161,3 +163,21 @@ def test_background_worker_process_flushes(config_factory, tmp_path, redis_kind)
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_stopping_worker_does_not_wait_on_its_command_listener(redis_url):
+    """RQ's listener thread read with a 60 s wait, and RQ waits for it on the way out: a
+    worker told to stop took up to a minute to exit (seen in CI as a worker alive 60 s after
+    SIGTERM). Put the listener where that race left it — unsubscribed, waiting — then stop."""
+    worker = HermesWorker(["q"], connection=Redis.from_url(redis_url))
+    worker.subscribe()
+    try:
+        worker.pubsub.unsubscribe()
+        assert wait_for(lambda: not worker.pubsub.subscribed, 10)  # the listener is waiting
+        started = time.monotonic()
+        worker.unsubscribe()
+        waited = time.monotonic() - started
+    finally:
+        worker.connection.close()
+    assert waited < 30, f"the worker's teardown waited {waited:.0f} s on its listener"
+    assert not worker.pubsub_thread.is_alive()

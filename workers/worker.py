@@ -16,6 +16,22 @@ from workers import jobs
 
 log = logging.getLogger(__name__)
 
+LISTEN_EVERY = 1.0  # seconds the command listener waits per read: its stop waits as long at most
+
+
+class HermesWorker(SimpleWorker):
+    """RQ's SimpleWorker (jobs run in the worker process), whose command listener (the
+    thread that takes ``rq`` shutdown/kill commands) wakes every ``LISTEN_EVERY`` seconds.
+    RQ reads with a 60 s wait and, on the way out, waits for that thread (redis-py 8 joins
+    it): a worker told to stop took up to a minute to exit."""
+
+    def subscribe(self) -> None:
+        self.pubsub = self.connection.pubsub()
+        self.pubsub.subscribe(**{self.pubsub_channel_name: self.handle_payload})
+        self.pubsub_thread = self.pubsub.run_in_thread(
+            sleep_time=LISTEN_EVERY, daemon=True,
+            exception_handler=self._pubsub_exception_handler)  # type: ignore[assignment]  # RQ: None
+
 
 def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0,
         metrics_port: int = 0) -> bool:
@@ -38,7 +54,7 @@ def run(memory: SessionMemory, burst: bool = False, sweep_every: float = 30.0,
     try:
         while True:  # RQ quits when Redis drops mid-job; a long-running worker starts again
             try:
-                worker = SimpleWorker([memory.config.redis.queue], connection=memory.hot.queue_connection())
+                worker = HermesWorker([memory.config.redis.queue], connection=memory.hot.queue_connection())
                 return bool(worker.work(burst=burst, logging_level="WARNING"))
             except (redis.ConnectionError, redis.TimeoutError, BackendUnavailableError) as err:
                 if burst:
