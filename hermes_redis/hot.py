@@ -634,23 +634,19 @@ class RedisHot(HotStore):
 
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
         keys = [self.meta_key(sid), self.list_key(sid)]
-        args = [-1 if ttl is None else ttl, budget]
-
-        def run() -> list[Any]:
-            pipe = self.client.pipeline(transaction=False)
-            pipe.execute_command("EVALSHA", self._scripts["read"].sha, len(keys), *keys, *args)
-            if user_id is not None:
-                pipe.get(self.memories_key(user_id))
-                pipe.get(self.memories_gen_key(user_id))
-            return list(pipe.execute())
-
-        got = self._call(lambda: self._reloading(run))
-        cached, gen = (_memories(got[1]), int(got[2] or 0)) if user_id is not None else (None, 0)
-        if not got[0]:
-            return HotRead(None, [], 0, cached, gen)
-        fields, entries, size = got[0]
+        cache = [] if user_id is None else [self.memories_key(user_id), self.memories_gen_key(user_id)]
+        got = self._call(lambda: self._read(keys, [-1 if ttl is None else ttl, budget], cache))
+        if not got:
+            return HotRead(None, [], 0, None, 0)
+        fields, entries, size, *memories = got
+        cached, gen = (_memories(memories[0]), int(memories[1] or 0)) if cache else (None, 0)
         raw = dict(zip(fields[::2], fields[1::2], strict=True))
         return HotRead(_meta(raw), list(entries), int(size), cached, gen)
+
+    def _read(self, keys: list[str], args: list[Any], cache: list[str]) -> list[Any]:
+        """read.lua's reply (``{}``: no session), the memory ``cache`` keys' values after it:
+        one EVALSHA, which reads them too."""
+        return list(self._evalsha("read", keys + cache, args))
 
     def _evalsha(self, name: str, keys: list[str], args: list[Any]) -> Any:
         """Script ``name`` by a bare EVALSHA (redis-py's ``Script`` call costs the client a
@@ -913,6 +909,19 @@ class ClusterHot(RedisHot):
         except (redis.exceptions.ResponseError, redis.exceptions.ClusterError):  # slots moved
             self.client.nodes_manager.initialize()
             return self._call(via_cluster)
+
+    def _read(self, keys: list[str], args: list[Any], cache: list[str]) -> list[Any]:
+        """The memory cache is in the user's slot, not the session's: one pipeline of the
+        script and the cache's GETs (one round trip per node)."""
+        def run() -> list[Any]:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.execute_command("EVALSHA", self._scripts["read"].sha, len(keys), *keys, *args)
+            for key in cache:  # a cluster pipeline refuses MGET
+                pipe.get(key)
+            return list(pipe.execute())
+
+        got = self._reloading(run)
+        return [*got[0], *got[1:]] if got[0] else []
 
     def session_ids(self) -> list[str]:
         pairs = self._every_slot("sessions", "ZRANGE", 0, -1, "WITHSCORES")

@@ -2,8 +2,10 @@
 -- many entries as the budget holds at the session's mean size, as hot.page_size
 -- computes it) and, for an active session, the TTL renewed: only a fully archived session
 -- may expire (invariant 2), so activity renews its TTL and unarchived turns have none.
--- KEYS: meta, list   ARGV: ttl (-1: do not touch), budget
--- Returns {meta as a flat list, entries, page size}; {} when there is no session.
+-- KEYS: meta, list[, the user's memory cache, its generation]   ARGV: ttl (-1: do not
+-- touch), budget
+-- Returns {meta as a flat list, entries, page size[, cache, generation]}; {} when there is
+-- no session. (On a cluster the cache is in another slot: the client reads it beside this.)
 local meta, list = KEYS[1], KEYS[2]
 local fields = redis.call('HGETALL', meta)
 if #fields == 0 then return {} end
@@ -24,4 +26,9 @@ local mean = 64
 if count > 0 then mean = math.max(1, tonumber(m['total_tokens'] or '0')) / count end
 local page = math.floor(tonumber(ARGV[2]) / (mean + 4) * 1.25) + 8
 page = math.max(16, math.min(1024, page))
-return {fields, redis.call('LRANGE', list, -page, -1), page}
+local reply = {fields, redis.call('LRANGE', list, -page, -1), page}
+if #KEYS == 4 then
+  reply[4] = redis.call('GET', KEYS[3])
+  reply[5] = redis.call('GET', KEYS[4])
+end
+return reply
