@@ -132,7 +132,8 @@ class HotStore(ABC):
 
     @abstractmethod
     def forget(self, sid: str, targets: list[tuple[str, int, int]]) -> int:
-        """Remove (message_id, seq, tokens) targets; idempotent per message_id."""
+        """Remove (message_id, seq, tokens) targets, and the full texts of tool results not yet
+        archived; idempotent per message_id."""
 
     @abstractmethod
     def pop(self, sid: str, target: tuple[str, int, int]) -> bool:
@@ -412,6 +413,8 @@ class MemoryHot(HotStore):
             fresh = [t for t in targets if f"forgot:{t[0]}" not in meta]
             for mid, _, _ in fresh:
                 meta[f"forgot:{mid}"] = "1"
+            for mid, _, _ in targets:
+                self._full.pop((sid, mid), None)
             if fresh:
                 meta["forgets"] = str(int(meta.get("forgets", "0")) + 1)
             drop = {seq for _, seq, _ in targets}
@@ -744,12 +747,12 @@ class RedisHot(HotStore):
         return int(self._call(lambda: self._scripts["compact"](keys=keys, args=args)))
 
     def forget(self, sid: str, targets: list[tuple[str, int, int]]) -> int:
-        keys = [self.meta_key(sid), self.list_key(sid)]
+        keys = [self.meta_key(sid), self.list_key(sid), self.full_key(sid)]
         args = [x for target in targets for x in target]
         return int(self._call(lambda: self._scripts["forget"](keys=keys, args=args)))
 
     def pop(self, sid: str, target: tuple[str, int, int]) -> bool:
-        keys = [self.meta_key(sid), self.list_key(sid)]
+        keys = [self.meta_key(sid), self.list_key(sid), self.full_key(sid)]
         return bool(self._call(lambda: self._scripts["pop"](keys=keys, args=list(target))))
 
     def hydrate(self, sid: str, meta: SessionMeta, messages: list[Message], ttl: int) -> bool:

@@ -70,3 +70,20 @@ def test_the_seeds_key_path_works_and_a_conflict_is_an_error(tmp_path):
                     "advanced:\n  context_management:\n    tool_result_max_tokens: 500\n")
     with pytest.raises(ConfigError, match="differ: keep one"):
         config_mod.load(path)
+
+
+def test_a_tool_result_forgotten_before_its_archive_leaves_no_full_text(rmem):
+    """Redis keeps an oversized result's full text until the archive has it (the in-process
+    backend archives at once). A pop or a forget first must take it too: no flush would
+    ever delete it, and it has no TTL."""
+    mem = rmem
+    src = (REPO / "hermes_redis" / "archive.py").read_text()
+    sid = mem.create_session()
+    mem.append(sid, "user", "show me archive.py")
+    ids = [mem.append(sid, "tool", src + f"\n# copy {i}").message_id for i in range(2)]
+    assert set(mem.hot.full_texts(sid, ids)) == set(ids)  # kept: nothing is archived yet
+    popped = mem.pop(sid)
+    assert popped is not None and popped.message_id == ids[1]
+    assert set(mem.hot.full_texts(sid, ids)) == {ids[0]}
+    assert mem.forget_last(sid, 1) == 2  # the turn: the question and the other result
+    assert mem.hot.full_texts(sid, ids) == {}

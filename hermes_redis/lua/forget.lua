@@ -1,8 +1,8 @@
 -- Remove forgotten messages from the hot list and the counters. Each message is
 -- marked in the meta hash first, so running this twice never subtracts twice
--- (invariants 4, 5).
--- KEYS: meta, list   ARGV: message_id, seq, tokens, message_id, seq, tokens, ...
-local meta, list = KEYS[1], KEYS[2]
+-- (invariants 4, 5). A forgotten tool result's full text (kept until archived) goes too.
+-- KEYS: meta, list, full   ARGV: message_id, seq, tokens, message_id, seq, tokens, ...
+local meta, list, full = KEYS[1], KEYS[2], KEYS[3]
 if redis.call('EXISTS', meta) == 0 then return 0 end
 -- Redis checks maxmemory only at a script's first write: this one frees memory, so it
 -- starts with a write that cannot grow it, and still runs when Redis is full.
@@ -14,6 +14,7 @@ for i = 1, #ARGV, 3 do
     tokens = tokens + tonumber(ARGV[i + 2])
   end
   drop[tonumber(ARGV[i + 1])] = true
+  redis.call('HDEL', full, ARGV[i])
 end
 local removed = 0
 for _, item in ipairs(redis.call('LRANGE', list, 0, -1)) do

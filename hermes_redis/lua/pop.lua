@@ -1,14 +1,16 @@
 -- Forget one message the caller found newest (pop): marked in the meta hash first, so of
 -- concurrent pops of one message exactly one gets it, and the counters move once
--- (invariants 4, 5). The newest is the list's last entry, checked first: O(1) then.
--- KEYS: meta, list   ARGV: message_id, seq, tokens
+-- (invariants 4, 5). The newest is the list's last entry, checked first: O(1) then. Its
+-- full text, if a tool result kept one until archived, goes too.
+-- KEYS: meta, list, full   ARGV: message_id, seq, tokens
 -- Returns 1 when this call forgot it, 0 when it was forgotten already (or no session).
-local meta, list = KEYS[1], KEYS[2]
+local meta, list, full = KEYS[1], KEYS[2], KEYS[3]
 if redis.call('EXISTS', meta) == 0 then return 0 end
 -- Redis checks maxmemory only at a script's first write: this one frees memory, so it
 -- starts with a write that cannot grow it, and still runs when Redis is full.
 redis.call('HDEL', meta, 'oom-gate')
 if redis.call('HSETNX', meta, 'forgot:' .. ARGV[1], 1) == 0 then return 0 end
+redis.call('HDEL', full, ARGV[1])
 local want = tonumber(ARGV[2])
 local function seq_of(item)
   local h = string.sub(item, 1, 1)  -- '\154' / '\155': wire v1 / v2 (models.py)
