@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -73,6 +74,7 @@ class SessionMemory:
         self.offline_summarizer = ExtractiveSummarizer(self.tokenizer)
         self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
         self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
+        self._users_lock = threading.Lock()  # threads share it (the HTTP server's pool)
         persistent = self.config.memory.persistent
         self.book = MemoryBook(self.cold, self.hot, self.tokenizer, persistent.max_extracted,
                                self._extractor())
@@ -366,10 +368,11 @@ class SessionMemory:
     def _remember_user(self, sid: str, user: str) -> None:
         """Sessions never change user: knowing it lets the next read fetch the user's cached
         memories in the same round trip as the session."""
-        self._users[sid] = user
-        self._users.move_to_end(sid)
-        while len(self._users) > 10_000:
-            self._users.popitem(last=False)
+        with self._users_lock:  # another thread's trim between these steps: a KeyError
+            self._users[sid] = user
+            self._users.move_to_end(sid)
+            while len(self._users) > 10_000:
+                self._users.popitem(last=False)
 
     def _load_memories(self, user: str, gen: int | None) -> list[str]:
         """The user's persistent memories: cached in the hot tier, else read from the archive
