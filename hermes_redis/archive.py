@@ -87,11 +87,28 @@ SEARCH_MAX_EXPANSION = 64
 KNOWN_TERMS_HELD = 100_000  # terms a process remembers it put in fts_terms
 
 # CJK text has no spaces between words; index each character so any substring is a phrase.
-_CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK = re.compile(f"([{_CJK_CHARS}])")
+# What _TOKENS finds in fts_text(text), in one pass: a run of letters and digits other than
+# CJK characters, or one CJK character.
+_FTS_TOKEN = re.compile(f"[^\\W_{_CJK_CHARS}]+|[{_CJK_CHARS}]")
 
 
 def fts_text(text: str) -> str:
     return _CJK.sub(r" \1 ", text)
+
+
+def fts_tokens(text: str) -> list[str]:
+    """The tokens FTS5 indexes ``text`` under (unicode61 with each CJK character on its own,
+    as ``fts_text`` spaces them), lower-cased."""
+    return _FTS_TOKEN.findall(text.lower())
+
+
+def _spaced(tokens: list[str]) -> str:
+    """Tokens as one string, each after a space: a phrase's tokens, the last one a prefix,
+    occur in order in a text exactly where ``_spaced(phrase)`` is a substring of
+    ``_spaced(text)`` (tokens hold no spaces), so ``str.find`` does the scan in C."""
+    return " " + " ".join(tokens)
 
 
 def fts_query(query: str) -> str:
@@ -112,7 +129,7 @@ def fts_terms(texts: Iterable[str]) -> set[str]:
     words = " ".join(set(" ".join(texts).split()))  # each word once: tokens never span a space
     if words.isascii():  # the common case, in C: bytes.translate then split
         return {t.decode() for t in set(words.encode().translate(_ASCII_TOKEN_BYTES).split())}
-    out = set(_TOKENS.findall(fts_text(words).lower()))
+    out = set(fts_tokens(words))
     out.update([plain for plain in map(_without_diacritics, out) if plain])
     return out
 
@@ -134,7 +151,7 @@ def expanded_match(query: str, terms_with_prefix: Callable[[str], list[str] | No
     same rows match either way; '' when some word can match nothing."""
     phrases = []
     for word in query.split():
-        tokens = _TOKENS.findall(fts_text(word).lower())
+        tokens = fts_tokens(word)
         if not tokens:
             continue
         head, last = tokens[:-1], tokens[-1]
@@ -154,17 +171,11 @@ def fts_matches(query: str, text: str) -> bool:
     word's tokens appear consecutively in it, the last as a prefix (unicode61: lower-cased
     runs of letters and digits, each CJK character on its own). The hot tier's search uses
     it, so a message gives the same hits before and after it is archived."""
-    tokens = _TOKENS.findall(fts_text(text).lower())
-    wants = [w for w in (_TOKENS.findall(fts_text(word).lower()) for word in query.split()) if w]
+    wants = [_spaced(w) for w in map(fts_tokens, query.split()) if w]
     if not wants:
         return False  # fts_query(query) is empty: the archive finds nothing either
-    for want in wants:
-        if not any(
-                tokens[i:i + len(want) - 1] == want[:-1]
-                and tokens[i + len(want) - 1].startswith(want[-1])
-                for i in range(len(tokens) - len(want) + 1)):
-            return False
-    return True
+    spaced = _spaced(fts_tokens(text))
+    return all(want in spaced for want in wants)
 
 
 _TOKENS = re.compile(r"[^\W_]+")
@@ -175,8 +186,8 @@ def ranked_hits(query: str, rows: Sequence[Mapping[str, Any]], limit: int) -> li
     title) by BM25 over the rows themselves: a query word said more often, in a shorter
     message, ranks higher; ties newest first (``rows`` come newest first). Both archives
     rank a search this way, so they give the same hits in the same order."""
-    wants = [w for w in (_TOKENS.findall(fts_text(word).lower()) for word in query.split()) if w]
-    docs = [_TOKENS.findall(fts_text(r["content"]).lower()) for r in rows]
+    wants = [_spaced(w) for w in map(fts_tokens, query.split()) if w]
+    docs = [fts_tokens(r["content"]) for r in rows]
     if not docs or not wants:
         return []
     k1, b = 1.2, 0.75
@@ -184,16 +195,25 @@ def ranked_hits(query: str, rows: Sequence[Mapping[str, Any]], limit: int) -> li
     scores: list[tuple[float, int]] = []
     for i, tokens in enumerate(docs):
         norm = k1 * (1 - b + b * len(tokens) / mean)
+        spaced = _spaced(tokens)
         score = 0.0
         for want in wants:
-            n, last = len(want), want[-1]
-            tf = sum(1 for j in range(len(tokens) - n + 1)
-                     if tokens[j + n - 1].startswith(last) and tokens[j:j + n - 1] == want[:-1])
+            tf = _occurrences(spaced, want)
             score += tf * (k1 + 1) / (tf + norm)
         scores.append((-score, i))
     return [SearchHit(rows[i]["session_id"], rows[i]["seq"], rows[i]["role"],
                       snippet(rows[i]["content"], query), rows[i]["title"] or "", -neg)
             for neg, i in sorted(scores)[:limit]]
+
+
+def _occurrences(spaced: str, want: str) -> int:
+    """How many times ``want`` occurs in ``spaced``, overlapping ones too ("a a" is twice
+    in "a a a", as the token scan counted it)."""
+    count, at = 0, spaced.find(want)
+    while at >= 0:
+        count += 1
+        at = spaced.find(want, at + 1)
+    return count
 
 
 T = TypeVar("T")

@@ -32,7 +32,7 @@ from hermes_redis.archive import (
     SEARCH_MAX_MATCHES,
     Forgotten,
     SearchHit,
-    fts_text,
+    fts_tokens,
     ranked_hits,
     recall_terms,
 )
@@ -100,10 +100,10 @@ _MAX_LEXEMES_BYTES = 1_000_000
 
 
 def fts_vector(text: str) -> str:
-    """``text`` as a tsvector literal: SQLite FTS5's tokens (``fts_text`` then lower-cased
+    """``text`` as a tsvector literal: SQLite FTS5's tokens (``fts_tokens``
     letter/digit runs) with their positions, built here so PostgreSQL's parser (which reads
     e-mails, URLs and hyphenated words its own way) never decides what a word is."""
-    tokens = [t[:_MAX_LEXEME_CHARS] for t in _TOKENS.findall(fts_text(text).lower())]
+    tokens = [t[:_MAX_LEXEME_CHARS] for t in fts_tokens(text)]
     if len(text) > _MAX_LEXEMES_BYTES // 4:  # only a huge text can pass the limit
         tokens = _within_limit(tokens)
     return " ".join(f"'{t}':{min(i, 16383)}" for i, t in enumerate(tokens, 1))
@@ -134,7 +134,7 @@ def ts_query(query: str) -> str:
     is never tsquery syntax."""
     phrases = []
     for word in query.split():
-        tokens = _TOKENS.findall(fts_text(word).lower())
+        tokens = fts_tokens(word)
         if tokens:
             phrases.append(_phrase(tokens, prefix=True))
     return " & ".join(f"({p})" for p in phrases)

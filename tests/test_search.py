@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hermes_redis import SessionMemory
+from hermes_redis.archive import fts_matches, fts_text, fts_tokens
 from hermes_redis.cli import cli
 from hermes_redis.errors import ValidationError
 from tests.helpers import isolated_config
@@ -129,3 +133,25 @@ def test_cli_search_table_and_json(tmp_path: Path, redis_url: str) -> None:
     assert json.loads(run("kubernetes", "--json")[1]) == []
     code, _, err = run("")
     assert code == 2 and err.strip() == "Error: search query is empty: give at least one word"
+
+
+_TEXT = st.text(st.sampled_from([*"aAbÉéüß_-.,!? 12", "认", "证", "カ", "한", "İ", "\u0301"]),
+                max_size=40)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=_TEXT, query=_TEXT)
+def test_tokens_and_matches_are_those_of_the_spaced_text(text: str, query: str) -> None:
+    """fts_tokens is one regex pass over what the index sees (fts_text: each CJK character
+    spaced out, then unicode61's letter/digit runs, lower-cased); fts_matches finds a query
+    exactly where a scan of those tokens does (each word's tokens in a row, the last a
+    prefix): the hot tier and the archive give the same hits."""
+    def tokens(t: str) -> list[str]:
+        return re.findall(r"[^\W_]+", fts_text(t).lower())
+
+    assert fts_tokens(text) == tokens(text)
+    have, wants = tokens(text), [w for w in map(tokens, query.split()) if w]
+    scanned = bool(wants) and all(
+        any(have[i:i + len(w) - 1] == w[:-1] and have[i + len(w) - 1].startswith(w[-1])
+            for i in range(len(have) - len(w) + 1)) for w in wants)
+    assert fts_matches(query, text) == scanned
