@@ -14,7 +14,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -33,6 +33,7 @@ from hermes_redis.models import Message, SessionMeta
 T = TypeVar("T")
 LUA_DIR = Path(__file__).with_name("lua")
 log = logging.getLogger(__name__)
+USER_LOCK_SECONDS = 30  # a user's memory lock: how long a dead holder keeps it, and a waiter waits
 
 MEMORIES_CACHE_TTL = 3600  # a cached memory list lives at most this long (seconds)
 DEDUPE_WINDOW = 64  # newest entries (plus the batch) a retried append searches (append.lua)
@@ -219,6 +220,11 @@ class HotStore(ABC):
     def memories_changed(self, user_id: str) -> None:
         """Drop the user's cached memories (after the archive committed a change)."""
 
+    @abstractmethod
+    def user_lock(self, user_id: str) -> AbstractContextManager[None]:
+        """Held while the user's memories are read, compared and written (``MemoryBook``):
+        two processes adding one fact at once would each find it missing and store it twice."""
+
     def _entries(self, sid: str, skip: int, count: int) -> list[Any]:
         """The stored entries ``page`` would return, not yet decoded."""
         return self.page(sid, skip, count)
@@ -258,6 +264,7 @@ class MemoryHot(HotStore):
         self._full: dict[tuple[str, str], str] = {}  # (session_id, message_id) -> text
         self._memories: dict[str, list[str]] = {}
         self._memories_gen: dict[str, int] = {}
+        self._memories_lock = threading.Lock()
 
     def cached_memories(self, user_id: str) -> tuple[list[str] | None, int]:
         with self._lock:
@@ -273,6 +280,11 @@ class MemoryHot(HotStore):
         with self._lock:
             self._memories_gen[user_id] = self._memories_gen.get(user_id, 0) + 1
             self._memories.pop(user_id, None)
+
+    @contextmanager
+    def user_lock(self, user_id: str) -> Iterator[None]:
+        with self._memories_lock:  # one process: one lock for every user is enough
+            yield
 
     def _hash(self, sid: str) -> dict[str, str] | None:
         deadline = self._expires.get(sid)
@@ -528,6 +540,9 @@ class RedisHot(HotStore):
     def memories_gen_key(self, user_id: str) -> str:
         return f"{self.prefix}:{{user:{user_id}}}:memories-gen"
 
+    def memories_lock_key(self, user_id: str) -> str:
+        return f"{self.prefix}:{{user:{user_id}}}:memories-lock"
+
     def backlog_key(self, sid: str = "") -> str:
         """Sessions holding unarchived messages (one global zset; per slot on a cluster)."""
         return f"{self.prefix}:backlog"
@@ -683,6 +698,22 @@ class RedisHot(HotStore):
         keys = [self.memories_key(user_id), self.memories_gen_key(user_id)]
         args = [gen, msgpack.packb(memories), MEMORIES_CACHE_TTL]
         self._call(lambda: self._scripts["cache_memories"](keys=keys, args=args))
+
+    @contextmanager
+    def user_lock(self, user_id: str) -> Iterator[None]:
+        """redis-py's lock (a token under SET NX PX, freed by a script that checks it): a
+        holder that dies frees it after USER_LOCK_SECONDS."""
+        lock = self.client.lock(self.memories_lock_key(user_id), timeout=USER_LOCK_SECONDS,
+                                sleep=0.01, blocking_timeout=USER_LOCK_SECONDS)
+        if not self._call(lock.acquire):
+            raise BackendUnavailableError(
+                f"the memories of user {user_id[:80]} stayed locked for {USER_LOCK_SECONDS} s "
+                "by another process; retry")
+        try:
+            yield
+        finally:
+            with suppress(redis.exceptions.LockError):  # expired meanwhile: not ours to free
+                self._call(lock.release)
 
     def memories_changed(self, user_id: str) -> None:
         def run() -> None:

@@ -33,9 +33,15 @@ class MemoryBook:
             current: list[Memory] | None = None) -> tuple[str | None, bool]:
         """Store ``content`` for ``user_id`` unless a current memory says the same; returns
         the memory that holds it (None: an extracted memory whose message was forgotten
-        meanwhile) and whether it is new. ``current``: the user's current memories, if
-        already read (kept up to date here, for a caller adding several)."""
-        memories = self.cold.memories(user_id) if current is None else current
+        meanwhile) and whether it is new. Under the user's lock (``hot.user_lock``), so that
+        processes adding one fact at once store it once. ``current``: the user's current
+        memories, read by a caller that holds the lock and adds several (kept up to date
+        here)."""
+        if current is None:
+            with self.hot.user_lock(user_id):
+                return self.add(user_id, content, session_id, seq, kind,
+                                self.cold.memories(user_id))
+        memories = current
         same = next((m for m in memories if extraction.near_duplicate(m.content, content)), None)
         if same is not None:
             if session_id is not None and seq is not None:
@@ -65,10 +71,12 @@ class MemoryBook:
         if not facts:
             return []
         sid = messages[0].session_id
-        current = self.cold.memories(user_id)
         made = []
-        for fact in facts:
-            memory_id, _ = self.add(user_id, fact.content, sid, fact.seq, "extracted", current)
-            if memory_id is not None:
-                made.append(memory_id)
+        with self.hot.user_lock(user_id):  # the extractor (maybe a remote model) ran unlocked
+            current = self.cold.memories(user_id)
+            for fact in facts:
+                memory_id, _ = self.add(user_id, fact.content, sid, fact.seq, "extracted",
+                                        current)
+                if memory_id is not None:
+                    made.append(memory_id)
         return made
