@@ -28,7 +28,7 @@ from redis.crc import key_slot
 from redis.retry import Retry
 
 from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError
-from hermes_redis.models import Message, SessionMeta
+from hermes_redis.models import META_FIELDS, Message, SessionMeta
 
 T = TypeVar("T")
 LUA_DIR = Path(__file__).with_name("lua")
@@ -648,18 +648,18 @@ class RedisHot(HotStore):
         return [int(s) for s in seqs], bool(enqueue)
 
     def meta(self, sid: str) -> SessionMeta | None:
-        return _meta(self._call(lambda: self.client.hgetall(self.meta_key(sid))))
+        return _meta(self._call(lambda: self.client.hmget(self.meta_key(sid), META_FIELDS)))
 
     def read(self, sid: str, ttl: int | None, budget: int, user_id: str | None = None) -> HotRead:
         keys = [self.meta_key(sid), self.list_key(sid)]
         cache = [] if user_id is None else [self.memories_key(user_id), self.memories_gen_key(user_id)]
-        got = self._call(lambda: self._read(keys, [-1 if ttl is None else ttl, budget], cache))
+        args = [-1 if ttl is None else ttl, budget]
+        got = self._call(lambda: self._read(keys, args, cache))
         if not got:
             return HotRead(None, [], 0, None, 0)
-        fields, entries, size, *memories = got
+        values, entries, size, *memories = got
         cached, gen = (_memories(memories[0]), int(memories[1] or 0)) if cache else (None, 0)
-        raw = dict(zip(fields[::2], fields[1::2], strict=True))
-        return HotRead(_meta(raw), list(entries), int(size), cached, gen)
+        return HotRead(_meta(values), list(entries), int(size), cached, gen)
 
     def _read(self, keys: list[str], args: list[Any], cache: list[str]) -> list[Any]:
         """read.lua's reply (``{}``: no session), the memory ``cache`` keys' values after it:
@@ -729,10 +729,10 @@ class RedisHot(HotStore):
         def run() -> list[Any]:
             pipe = self.client.pipeline(transaction=False)
             for sid in sids:
-                pipe.hgetall(self.meta_key(sid))
+                pipe.hmget(self.meta_key(sid), META_FIELDS)
             return list(pipe.execute())
 
-        return [_meta(raw) for raw in self._call(run)] if sids else []
+        return [_meta(values) for values in self._call(run)] if sids else []
 
     def page(self, sid: str, skip: int, count: int) -> list[Message]:
         decoded = (self._entry(sid, entry) for entry in self._entries(sid, skip, count))
@@ -1029,11 +1029,12 @@ def _memories(raw: bytes | None) -> list[str] | None:
     return None if raw is None else [str(m) for m in msgpack.unpackb(raw, raw=False)]
 
 
-def _meta(raw: dict[bytes, bytes]) -> SessionMeta | None:
-    if not raw or b"status" not in raw:
-        return None
-    return SessionMeta.from_hash({k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()
-                                  if not k.startswith(b"forgot:")})
+def _meta(values: Sequence[bytes | None]) -> SessionMeta | None:
+    """The meta from the hash's META_FIELDS values, read by name (HMGET): the scripts'
+    bookkeeping fields (a ``forgot:`` mark per forgotten message) are never read back."""
+    raw = {name: v.decode("utf-8", "replace")
+           for name, v in zip(META_FIELDS, values, strict=True) if v is not None}
+    return SessionMeta.from_hash(raw) if "status" in raw else None
 
 
 def redact_url(url: str) -> str:

@@ -323,7 +323,8 @@ class SessionMeta:
         return max(0, self.last_seq - self.flushed_seq)
 
 
-_META_FIELDS = frozenset(f.name for f in fields(SessionMeta))
+META_FIELDS = tuple(f.name for f in fields(SessionMeta))  # what a reader asks the hash for
+_META_FIELDS = frozenset(META_FIELDS)
 
 
 def _hash_fields(values: Mapping[str, str | int | float]) -> dict[str, str]:

@@ -166,6 +166,38 @@ def test_two_processes_remembering_one_fact_at_once_store_it_once(config_factory
         assert not one.hot.client.exists(one.hot.memories_lock_key("cy"))  # released
 
 
+def test_a_read_takes_the_meta_by_name_not_the_forgot_marks(rmem):
+    """Each forgotten message leaves a 'forgot:' mark in the meta hash (so a forget never
+    counts twice). A read asks for the meta's fields by name: 300 pops of a session cost
+    its reads nothing (with HGETALL the script copied every mark, 93 µs a read at 300)."""
+    from hermes_redis.models import META_FIELDS
+
+    sid = rmem.create_session()
+    rmem.append_many(sid, [{"role": "user", "content": f"m{i}"} for i in range(310)])
+    for _ in range(300):
+        rmem.pop(sid)
+    keys = [rmem.hot.meta_key(sid), rmem.hot.list_key(sid)]
+    values = rmem.hot._read(keys, [-1, 4000], [])[0]
+    assert len(values) == len(META_FIELDS)
+    assert len(rmem.hot.client.hkeys(keys[0])) > 300  # the marks are there
+    meta = rmem.hot.meta(sid)
+    assert meta is not None and meta.message_count == 10 and meta.forgets == 300
+    assert [m.content for m in rmem.context(sid).messages] == [f"m{i}" for i in range(10)]
+
+
+def test_the_read_script_names_the_meta_fields_the_model_has():
+    """read.lua returns the values of its FIELDS list, which hot._meta names by META_FIELDS."""
+    import re
+    from pathlib import Path
+
+    from hermes_redis.models import META_FIELDS
+
+    script = (Path(__file__).parents[1] / "hermes_redis" / "lua" / "read.lua").read_text()
+    listed = re.search(r"^local FIELDS = \{(.*?)\}", script, re.M | re.S)
+    assert listed is not None
+    assert tuple(re.findall(r"'(\w+)'", listed.group(1))) == META_FIELDS
+
+
 def test_set_fields_never_recreates_a_gone_session(rmem):
     """The check and the write are one script now (EXISTS then HSET raced an expiry and could
     recreate a hash of just these fields, with no TTL); this pins the semantics, not the race."""

@@ -2,15 +2,21 @@
 -- many entries as the budget holds at the session's mean size, as hot.page_size
 -- computes it) and, for an active session, the TTL renewed: only a fully archived session
 -- may expire (invariant 2), so activity renews its TTL and unarchived turns have none.
+-- The meta is read by field name (HMGET), never whole: the hash also holds a 'forgot:' mark
+-- per forgotten message, which a read must not pay for.
 -- KEYS: meta, list[, the user's memory cache, its generation]   ARGV: ttl (-1: do not
 -- touch), budget
--- Returns {meta as a flat list, entries, page size[, cache, generation]}; {} when there is
+-- Returns {the FIELDS' values, entries, page size[, cache, generation]}; {} when there is
 -- no session. (On a cluster the cache is in another slot: the client reads it beside this.)
+-- FIELDS: models.META_FIELDS, in its order (tests/test_redis_hot.py checks they agree).
+local FIELDS = {'user_id', 'title', 'created_at', 'updated_at', 'total_tokens', 'message_count',
+                'status', 'summary', 'summary_seq', 'last_seq', 'flushed_seq', 'cleared_seq',
+                'forgets'}
 local meta, list = KEYS[1], KEYS[2]
-local fields = redis.call('HGETALL', meta)
-if #fields == 0 then return {} end
+local values = redis.call('HMGET', meta, unpack(FIELDS))
 local m = {}
-for i = 1, #fields, 2 do m[fields[i]] = fields[i + 1] end
+for i, name in ipairs(FIELDS) do m[name] = values[i] end
+if not m['status'] then return {} end
 local ttl = tonumber(ARGV[1])
 if ttl >= 0 and m['status'] == 'active' then
   if ttl > 0 and tonumber(m['flushed_seq'] or '0') >= tonumber(m['last_seq'] or '0') then
@@ -26,7 +32,7 @@ local mean = 64
 if count > 0 then mean = math.max(1, tonumber(m['total_tokens'] or '0')) / count end
 local page = math.floor(tonumber(ARGV[2]) / (mean + 4) * 1.25) + 8
 page = math.max(16, math.min(1024, page))
-local reply = {fields, redis.call('LRANGE', list, -page, -1), page}
+local reply = {values, redis.call('LRANGE', list, -page, -1), page}
 if #KEYS == 4 then
   reply[4] = redis.call('GET', KEYS[3])
   reply[5] = redis.call('GET', KEYS[4])
