@@ -33,9 +33,9 @@ from hermes_redis.models import META_FIELDS, Message, SessionMeta
 T = TypeVar("T")
 LUA_DIR = Path(__file__).with_name("lua")
 log = logging.getLogger(__name__)
-USER_LOCK_SECONDS = 30  # a user's memory lock: how long a dead holder keeps it, and a waiter waits
 
 MEMORIES_CACHE_TTL = 3600  # a cached memory list lives at most this long (seconds)
+USER_LOCK_SECONDS = 30  # a user's memory lock: how long a dead holder keeps it, and a waiter waits
 DEDUPE_WINDOW = 64  # newest entries (plus the batch) a retried append searches (append.lua)
 
 
