@@ -16,6 +16,7 @@ import select
 import sys
 import threading
 import urllib.request
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -101,17 +102,20 @@ class _Direct:
         self.prefix, self.timeout = parts.path.rstrip("/"), timeout
         self.headers = dict(headers)
         self._local = threading.local()
-        self._all: list[http.client.HTTPConnection] = []
+        self._all: weakref.WeakSet[http.client.HTTPConnection] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     def _connection(self) -> http.client.HTTPConnection:
+        """This thread's connection. It is closed and let go when the thread ends (its
+        locals go, and a finalizer on one of them closes it), or at ``close()``."""
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is None:
             cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
             conn = cls(self.host, self.port, timeout=self.timeout)
-            self._local.conn = conn
+            self._local.conn, self._local.end = conn, _ThreadEnd()
+            weakref.finalize(self._local.end, conn.close)
             with self._lock:
-                self._all.append(conn)
+                self._all.add(conn)
         elif conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
             conn.close()  # the server closed it while idle (keep-alive timeout): reconnect
         return conn
@@ -135,9 +139,13 @@ class _Direct:
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._all:
+            for conn in list(self._all):
                 conn.close()
             self._all.clear()
+
+
+class _ThreadEnd:
+    """Kept in a thread's locals, so it is freed when the thread ends."""
 
 
 def _proxied(base_url: str) -> bool:

@@ -5,6 +5,7 @@ SessionMemory it fronts (both read one Redis and one archive here), and the CLI'
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -227,8 +228,8 @@ def test_direct_connections_survive_idle_closes_and_threads(server: ServeProcess
         assert remote.append(sid, "user", "two").seq == 2
         with ThreadPoolExecutor(4) as pool:
             seqs = list(pool.map(lambda i: remote.append(sid, "user", f"t{i}").seq, range(40)))
+            assert len(remote._direct._all) >= 2  # the pool's live threads: one each
         assert sorted(seqs) == list(range(3, 43))
-        assert len(remote._direct._all) >= 2
         with pytest.raises(ValidationError) as err:
             remote.append(sid, "robot", "x")
         direct_error = str(err.value)
@@ -238,6 +239,23 @@ def test_direct_connections_survive_idle_closes_and_threads(server: ServeProcess
         with pytest.raises(ValidationError) as err:
             via_httpx.append(sid, "robot", "x")
         assert str(err.value) == direct_error
+
+
+def test_a_finished_thread_lets_its_connection_go(server: ServeProcess, key: str) -> None:
+    """One keep-alive connection per thread, for that thread's life: a client used from a
+    thread per request held every one of them, open, until close()."""
+    import gc
+
+    with HermesClient(server.url, key) as remote:
+        assert remote._direct is not None
+        sid = remote.create_session(title="threads")  # the main thread's connection
+        for i in range(30):
+            worker = threading.Thread(target=remote.append, args=(sid, "user", f"t{i}"))
+            worker.start()
+            worker.join()
+        gc.collect()
+        assert len(remote._direct._all) == 1  # the main thread's: the 30 others closed
+        assert len(remote.messages(sid)) == 30
 
 
 def test_a_proxy_in_the_environment_sends_the_calls_through_httpx(
