@@ -463,11 +463,26 @@ class SessionMemory:
         for sid, meta in zip(sids, metas, strict=True):
             if meta is None:
                 continue
-            first = next((m for m in self.hot.messages(sid) if m.seq > meta.flushed_seq), None)
+            first = self._first_unarchived(sid, meta)
             if first is not None:
                 oldest = max(0.0, now - int(first.message_id[:12], 16) / 1000)
             break
         return len(sids), count, oldest
+
+    def _first_unarchived(self, sid: str, meta: SessionMeta) -> Message | None:
+        """The session's oldest unarchived message in the hot list. Unarchived messages are
+        its newest ``backlog`` seqs, so with none forgotten it is the entry that many from
+        the end: one read, however long the list grew while the workers were down. A
+        forget among them puts an archived entry there: then the tail is walked to it."""
+        at = self.hot.page(sid, max(0, meta.backlog - 1), 1)
+        if at and at[0].seq > meta.flushed_seq:
+            return at[0]
+        first = None
+        for m in self.hot.tail(sid, page_size=256):
+            if m.seq <= meta.flushed_seq:
+                break
+            first = m
+        return first
 
     def failed_jobs(self) -> int:
         """Flush jobs in RQ's failed registry (0 without workers: the memory backend)."""

@@ -198,6 +198,29 @@ def test_the_read_script_names_the_meta_fields_the_model_has():
     assert tuple(re.findall(r"'(\w+)'", listed.group(1))) == META_FIELDS
 
 
+def test_the_backlog_age_reads_one_entry_not_the_list(rmem, monkeypatch):
+    """Metrics ask for the age of the oldest unarchived message on every scrape, and with the
+    workers down a session's list only grows: the message is found by its position (one
+    entry read), or, when a forget moved it, by walking the tail to it."""
+    sid = rmem.create_session()
+    rmem.append_many(sid, [{"role": "user", "content": f"m{i}"} for i in range(200)])
+    first = rmem.hot.page(sid, 199, 1)[0]
+    asked: list[int] = []
+    page = rmem.hot.page
+    monkeypatch.setattr(rmem.hot, "page", lambda s, skip, count: asked.append(count)
+                        or page(s, skip, count))
+    monkeypatch.setattr(rmem.hot, "messages", lambda s: pytest.fail("read the whole list"))
+    sessions, messages, age = rmem.backlog()
+    assert (sessions, messages, asked) == (1, 200, [1]) and first.seq == 1
+    assert age == pytest.approx(time.time() - int(first.message_id[:12], 16) / 1000, abs=30)
+    monkeypatch.undo()
+    assert rmem.forget_keyword(sid, "m0") == 1  # seq 1: no entry is 200th from the end now
+    meta = rmem.hot.meta(sid)
+    assert meta is not None and meta.backlog == 200
+    found = rmem._first_unarchived(sid, meta)
+    assert found is not None and found.seq == 2
+
+
 def test_set_fields_never_recreates_a_gone_session(rmem):
     """The check and the write are one script now (EXISTS then HSET raced an expiry and could
     recreate a hash of just these fields, with no TTL); this pins the semantics, not the race."""
