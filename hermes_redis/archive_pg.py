@@ -100,9 +100,10 @@ _MAX_LEXEMES_BYTES = 1_000_000
 
 
 def fts_vector(text: str) -> str:
-    """``text`` as a tsvector literal: SQLite FTS5's tokens (``fts_tokens``
-    letter/digit runs) with their positions, built here so PostgreSQL's parser (which reads
-    e-mails, URLs and hyphenated words its own way) never decides what a word is."""
+    """``text`` as a tsvector literal: SQLite FTS5's tokens (``fts_tokens``: lower-cased
+    letter/digit runs, each CJK character alone) with their positions, built here so
+    PostgreSQL's parser (which reads e-mails, URLs and hyphenated words its own way) never
+    decides what a word is."""
     tokens = [t[:_MAX_LEXEME_CHARS] for t in fts_tokens(text)]
     if len(text) > _MAX_LEXEMES_BYTES // 4:  # only a huge text can pass the limit
         tokens = _within_limit(tokens)
