@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
@@ -37,6 +37,13 @@ log = logging.getLogger(__name__)
 MEMORIES_CACHE_TTL = 3600  # a cached memory list lives at most this long (seconds)
 USER_LOCK_SECONDS = 30  # a user's memory lock: how long a dead holder keeps it, and a waiter waits
 DEDUPE_WINDOW = 64  # newest entries (plus the batch) a retried append searches (append.lua)
+# Entries of up to DECODED_BYTES decoded once per process, the last DECODED_HELD kept (at most
+# ≈ 10 MB): every context() of an agent's loop reads mostly the page the one before it read,
+# and decoding it (msgpack, a Message per entry) was a fifth of the read. The entry's bytes are
+# the key, so a changed entry is a new one; a Message is immutable, so sharing one is safe.
+DECODED_HELD = 2048
+DECODED_BYTES = 2048
+_decode = lru_cache(maxsize=DECODED_HELD)(Message.unpack)
 
 
 def page_size(budget: int, meta: SessionMeta) -> int:
@@ -747,7 +754,7 @@ class RedisHot(HotStore):
 
     def _entry(self, sid: str, entry: Any) -> Message | None:
         try:
-            return Message.unpack(sid, entry)
+            return (_decode if len(entry) <= DECODED_BYTES else Message.unpack)(sid, entry)
         except Exception as err:  # a corrupted entry must never break a read
             log.error("session %s: skipping corrupted hot entry %r: %s", sid, entry[:24], err)
             return None

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from redis.connection import AbstractConnection
 
+from hermes_redis import hot
 from hermes_redis.hot import ClusterHot
 from hermes_redis.models import META_FIELDS, Message, SessionMeta
 
@@ -183,6 +184,28 @@ def test_a_read_takes_the_meta_by_name_not_the_forgot_marks(rmem):
     meta = rmem.hot.meta(sid)
     assert meta is not None and meta.message_count == 10 and meta.forgets == 300
     assert [m.content for m in rmem.context(sid).messages] == [f"m{i}" for i in range(10)]
+
+
+def test_a_read_decodes_only_the_entries_it_has_not_seen(rmem):
+    """An agent's every context() reads mostly the page the read before it read: those entries
+    are decoded once per process (keyed by their bytes and the session), entries over
+    DECODED_BYTES every time, so the held Messages stay small."""
+    sid = rmem.create_session()
+    rmem.append_many(sid, [{"role": "user", "content": f"m{i}"} for i in range(6)])
+    rmem.context(sid)
+    before = hot._decode.cache_info()
+    rmem.context(sid)
+    after = hot._decode.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (6, 0)
+    big = rmem.append(sid, "assistant", "x " * hot.DECODED_BYTES)
+    held = hot._decode.cache_info().currsize
+    assert rmem.context(sid).messages[-1].message_id == big.message_id
+    assert hot._decode.cache_info().currsize == held  # read, decoded, not held
+    # the same bytes under another session id are another Message
+    entry = rmem.hot.client.lindex(rmem.hot.list_key(sid), 0)
+    other = rmem.hot._entry("another-session", entry)
+    assert other is not None and other.session_id == "another-session"
+    assert rmem.hot._entry(sid, entry).session_id == sid
 
 
 def test_the_read_script_names_the_meta_fields_the_model_has():
