@@ -427,8 +427,10 @@ def _fit_memories(memories: Sequence[str], budget: int, tokenizer: Tokenizer,
     """All memories while they fit a quarter of the budget. Past that, those relevant to
     ``query`` first (the recall's terms), then the newest; kept in their stored order."""
     room = budget // MEMORY_SHARE
-    if memories and tokenizer.count_message(memories_text(list(memories))) <= room:
-        return list(memories), tokenizer.count_message(memories_text(list(memories)))
+    if memories:
+        whole = tokenizer.count_message(memories_text(list(memories)))
+        if whole <= room:
+            return list(memories), whole
     order = list(range(len(memories) - 1, -1, -1))  # newest first
     if query.strip():
         first = relevant(order, query, key=lambda i: memories[i])

@@ -213,3 +213,23 @@ def test_recall_leaves_out_words_that_are_everywhere(config_factory, monkeypatch
     hits = mem.cold.recall(sid, "invoice zebra", 0, 10**9, 5)
     assert [m.content for m in hits] == ["the zebra invoice is special"]
     mem.close()
+
+
+def test_the_memories_are_counted_once_per_read_when_they_fit():
+    """Every context() with persistent memories counts their text: once when it fits the
+    memory share (it was twice), and what is reported is that count."""
+    from hermes_redis.context import _fit_memories
+    from hermes_redis.tokens import get_tokenizer
+
+    tok = get_tokenizer("cl100k_base")
+    counted: list[str] = []
+
+    class Counting:
+        def count_message(self, text: str) -> int:
+            counted.append(text)
+            return tok.count_message(text)
+
+    memories = ["we deploy on Fridays", "the staging password rotates every 45 days"]
+    kept, used = _fit_memories(memories, 4000, Counting())  # type: ignore[arg-type]
+    assert kept == memories and len(counted) == 1
+    assert used == tok.count_message(counted[0])
