@@ -174,6 +174,19 @@ def test_append_one_message(http: httpx.Client) -> None:
     assert len(m["message_id"]) == 32
 
 
+def test_every_reply_holds_each_value_exactly(http: httpx.Client) -> None:
+    """Replies are rendered by orjson, which refuses integers over 64 bits: those replies go
+    through json, so an item comes back as it was sent on every route that shows it."""
+    sid = new_session(http)
+    item = {"big": 2**70, "small": -(2**63), "text": "记住 é", "f": 0.1, "nested": [[], {}]}
+    r = http.post(f"/v1/sessions/{sid}/messages", json={"role": "user", "content": "hi",
+                                                        "item": item})
+    assert r.status_code == 201 and r.json()["item"] == item
+    assert http.get(f"/v1/sessions/{sid}/messages").json()["messages"][0]["item"] == item
+    assert http.get(f"/v1/sessions/{sid}/context").json()["messages"][0]["item"] == item
+    assert "记住 é" in r.text  # UTF-8, not \u escapes, as before
+
+
 def test_append_a_turn_in_one_request_is_idempotent_by_message_id(http: httpx.Client) -> None:
     sid = new_session(http)
     turn = [{"role": "user", "content": "weather?", "message_id": new_message_id()},
