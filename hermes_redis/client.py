@@ -60,17 +60,14 @@ PAGE = 1000
 
 
 def message_from(data: Mapping[str, Any]) -> Message:
-    calls = data.get("tool_calls")
-    return Message(
-        session_id=data["session_id"], seq=data["seq"], role=data["role"],
-        content=data["content"], token_count=data["token_count"],
-        message_id=data["message_id"],
-        tool_calls="" if calls is None else json.dumps(calls, ensure_ascii=False,
-                                                       separators=(",", ":")),
-        file_refs=tuple(data.get("file_refs") or ()), memory_refs=tuple(data.get("memory_refs") or ()),
-        created_at=data["created_at"],
-        item_json=check_item(data.get("item"), sys.maxsize),
-    )
+    """A Message as the server sent it (``Message.new``: the server checked every field)."""
+    calls, item = data.get("tool_calls"), data.get("item")
+    return Message.new(
+        data["session_id"], data["seq"], data["role"], data["content"], data["token_count"],
+        data["message_id"],
+        "" if calls is None else json.dumps(calls, ensure_ascii=False, separators=(",", ":")),
+        tuple(data.get("file_refs") or ()), tuple(data.get("memory_refs") or ()),
+        data["created_at"], "" if item is None else check_item(item, sys.maxsize))
 
 
 def info_from(data: Mapping[str, Any]) -> SessionInfo:
