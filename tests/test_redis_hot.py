@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from redis.connection import AbstractConnection
 
 from hermes_redis import hot
@@ -113,14 +114,63 @@ def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_facto
         read = mem.cold._read
         mem.cold._read = lambda q, args=(): sql.append(q) or read(q, args)  # type: ignore[method-assign]
         ctx = mem.context(sid)
-        # one call, sent in one write per node it touches: one EVALSHA reads it all; on a
-        # cluster the user's cache is in another slot, maybe on another primary, so the
-        # script and the cache's GETs are pipelined
+        # one round trip, sent in one write per node it touches: on one Redis a MULTI of the
+        # read script and an LRANGE, written on the connection directly; on a cluster the
+        # user's cache is in another slot, maybe on another primary, so the script (which
+        # reads the page itself there) and the cache's GETs are pipelined
         calls, sends = [t for t in trips if t != "send"], trips.count("send")
         nodes = 2 if isinstance(mem.hot, ClusterHot) else 1
-        assert calls == (["pipeline"] if nodes == 2 else ["EVALSHA"]) and 1 <= sends <= nodes
+        assert calls == (["pipeline"] if nodes == 2 else []) and 1 <= sends <= nodes
         assert sql == []
         assert ctx.memories == ("prefers tabs",) and len(ctx.messages) == 20
+
+
+def test_a_read_cut_off_midway_leaves_no_reply_on_the_connection(config_factory, monkeypatch):
+    """The read's MULTI is read off the connection directly: a failure between its replies
+    drops that connection (retried on a fresh one), so no later command reads a reply meant
+    for the read. (redis-py's pool also drops a connection with data waiting when it hands it
+    out, which is why this passes without the drop too; that check misses replies still in
+    flight.)"""
+    from hermes_redis import SessionMemory
+
+    with SessionMemory(config_factory("single")) as mem:
+        sid = mem.create_session(user_id="ann")
+        mem.append(sid, "user", "hello")
+        real = AbstractConnection.read_response
+        calls = {"n": 0}
+
+        def flaky(self, *a, **k):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            if calls["n"] == 2:  # after MULTI's OK, before the script's QUEUED
+                raise redis.ConnectionError("connection reset mid-read")
+            return real(self, *a, **k)
+
+        monkeypatch.setattr(AbstractConnection, "read_response", flaky)
+        assert [m.content for m in mem.context(sid).messages] == ["hello"]
+        monkeypatch.setattr(AbstractConnection, "read_response", real)
+        client = mem.hot.client
+        client.set(f"{mem.hot.prefix}:probe", "v")
+        assert client.get(f"{mem.hot.prefix}:probe") == b"v"  # its own reply, not QUEUED
+        assert mem.hot.meta(sid).message_count == 1
+
+
+def test_a_process_that_guesses_a_short_page_reads_on(config_factory):
+    """On one Redis the read's page is sized by the session's mean message as this process
+    last read it; a process that never read the session guesses 64 tokens. A short guess
+    costs one more page, never a message."""
+    from hermes_redis import SessionMemory
+
+    cfg = config_factory("single")
+    with SessionMemory(cfg) as mem:
+        sid = mem.create_session(user_id="ann")
+        mem.append_many(sid, [{"role": "user", "content": f"m{i}"} for i in range(200)])
+    with SessionMemory(cfg) as fresh:
+        first = fresh.hot.read(sid, None, 8000)
+        assert len(first.entries) == first.size < 200  # the guess: 155 entries
+        assert fresh.hot.read(sid, None, 8000).size >= 200  # now sized by the mean
+    with SessionMemory(cfg) as other:
+        assert [m.content for m in other.context(sid, budget=8000).messages] == [
+            f"m{i}" for i in range(200)]
 
 
 def test_a_memory_remembered_elsewhere_reaches_the_next_context(config_factory):
@@ -178,7 +228,7 @@ def test_a_read_takes_the_meta_by_name_not_the_forgot_marks(rmem):
     for _ in range(300):
         rmem.pop(sid)
     keys = [rmem.hot.meta_key(sid), rmem.hot.list_key(sid)]
-    values = rmem.hot._read(keys, [-1, 4000], [])[0]
+    values = rmem.hot._read(keys, [-1, 4000], [], 64)[0]
     assert len(values) == len(META_FIELDS)
     assert len(rmem.hot.client.hkeys(keys[0])) > 300  # the marks are there
     meta = rmem.hot.meta(sid)
