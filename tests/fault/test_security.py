@@ -96,6 +96,29 @@ def test_acl_user_limited_to_its_keys(tmp_path):
         server.cleanup()
 
 
+# What docs/operations.md tells an operator to grant a hermes-redis ACL user.
+LEAST = ("-@all +@read +@write +@scripting +@transaction +@connection +@pubsub +info "
+         "+config|get")
+
+
+def test_acl_user_with_only_the_commands_operations_md_lists(tmp_path):
+    """The least a deployment needs: its key prefix and RQ's keys and channels, and the
+    command categories docs/operations.md names. Agent, worker and context work, and nothing
+    in the worker's log was refused (RQ's command listener subscribes: @pubsub)."""
+    rule = f"app on >{SECRET} ~s* ~rq:* &* {LEAST}"
+    assert LEAST in (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    server = SecureRedis(password=SECRET, username="app", acl=[rule, "default off"]).start()
+    try:
+        cfg, path = cfg_for(tmp_path, server.url)
+        round_trip(cfg, path, tmp_path)
+        log = (tmp_path / "worker.log").read_text()
+        assert "NoPermission" not in log and "no permissions" not in log, log[-2000:]
+        with SessionMemory(cfg) as mem:
+            assert not [w for w in mem.hot.warnings if "CONFIG" in w]  # the policy was checked
+    finally:
+        server.cleanup()
+
+
 def test_tls_rediss_url(tmp_path):
     tls = make_tls_dir(tmp_path / "tls")
     if tls is None:
