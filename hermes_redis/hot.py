@@ -691,22 +691,17 @@ class RedisHot(HotStore):
                     ("EVALSHA", sha, len(keys) + len(cache), *keys, *cache, *args, 0),
                     ("LRANGE", keys[1], -page, -1),
                     ("EXEC",)]
-        for loaded in (True, False):
-            script, entries = self._transaction(commands)
-            if isinstance(script, redis.exceptions.NoScriptError) and loaded:
-                self._load_scripts()  # Redis restarted or was flushed: NOSCRIPT ran nothing
-                continue
+
+        def run() -> tuple[Any, list[Any]]:
+            script, entries = self._exchange(commands)  # EXEC's replies, errors in place
             if isinstance(script, Exception):
-                raise script
-            break
+                raise script  # NOSCRIPT: _reloading loads the scripts and sends it again
+            return script, entries
+
+        script, entries = self._reloading(run)
         if not script:
             return []
         return [script[0], entries, page, *script[3:]]
-
-    def _transaction(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """EXEC's replies to MULTI, ``commands[1:-1]``, EXEC (errors of the queued commands
-        come back in place, not raised)."""
-        return list(self._exchange(commands))
 
     def _exchange(self, commands: list[tuple[Any, ...]]) -> Any:
         """The reply to the last of ``commands``, all packed by hiredis, sent in one write on a

@@ -483,11 +483,7 @@ class Edge:
 
 
 async def _send_json(send: Callable[[Any], Awaitable[None]], status: int, body: Any) -> None:
-    raw = _json_bytes(body)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(raw)).encode())]})
-    await send({"type": "http.response.body", "body": raw})
+    await _send_bytes(send, status, _json_bytes(body))
 
 
 def _json_bytes(content: Any) -> bytes:
@@ -576,7 +572,7 @@ class FastAppend:
             log.exception("unexpected error on POST %s", scope.get("path"))
             status, content = 500, error_body("internal", "internal error; the server log has "
                                                           "the details")
-        await _send_bytes(send, status, _json_bytes(content))
+        await _send_json(send, status, content)
 
 
 class HermesApp(FastAPI):
@@ -688,13 +684,13 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
         return JSONReply(error_body("internal", "internal error; the server log has the "
-                                                   "details"), status_code=500)
+                                                "details"), status_code=500)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if "hermes.too_large" in request.scope:  # the body stream went over the limit
             return JSONReply(error_body("too_large", request.scope["hermes.too_large"]),
-                                status_code=413)
+                             status_code=413)
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         message = (f"no route {request.method} {request.url.path}; see /docs"
                    if exc.status_code in (404, 405) else str(exc.detail))
@@ -731,7 +727,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
         user = p.user(user_id)
         page = mem.list_sessions(user_id=user, status=status, limit=limit, cursor=cursor)
         return JSONReply({"sessions": [i.as_dict() for i in page],
-                             "next_cursor": page.next_cursor})
+                          "next_cursor": page.next_cursor})
 
     @app.get("/v1/sessions/{session_id}", response_model=SessionOut, responses=ERROR_RESPONSES,
              tags=["sessions"])
