@@ -334,8 +334,22 @@ class HotStoreTests:
         assert store.ack_flush(sid, 1, 100, []) == 0
         left = store.ttl_left(sid)
         assert left is not None and 0 < left <= 100
+        store.read(sid, 30, 1000)  # a read sets the TTL to the configured one
+        left = store.ttl_left(sid)
+        assert left is not None and 0 < left <= 30
+        store.read(sid, None, 1000)  # touch=False: left as it is
+        left = store.ttl_left(sid)
+        assert left is not None and 0 < left <= 30
         store.read(sid, 0, 1000)  # ttl 0: never expire
         assert store.ttl_left(sid) is None
+
+    def test_a_read_leaves_the_ttl_of_a_session_not_active(self, store: HotStore) -> None:
+        sid = self.session(store, ttl=100)
+        store.set_fields(sid, SessionMeta.changes(status="archived"))
+        assert store.read(sid, 0, 1000).meta.status == "archived"  # type: ignore[union-attr]
+        assert store.read(sid, 5, 1000).meta is not None
+        left = store.ttl_left(sid)  # neither persisted (ttl 0) nor cut to 5 s
+        assert left is not None and 5 < left <= 100
 
     def test_a_session_expires_once_archived_and_idle(self, store: HotStore) -> None:
         idle = self.session(store, ttl=1)

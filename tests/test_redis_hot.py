@@ -115,9 +115,9 @@ def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_facto
         mem.cold._read = lambda q, args=(): sql.append(q) or read(q, args)  # type: ignore[method-assign]
         ctx = mem.context(sid)
         # one round trip, sent in one write per node it touches: on one Redis a MULTI of the
-        # read script and an LRANGE, written on the connection directly; on a cluster the
-        # user's cache is in another slot, maybe on another primary, so the script (which
-        # reads the page itself there) and the cache's GETs are pipelined
+        # TTL script and the native reads, written on the connection directly; on a cluster
+        # the user's cache is in another slot, maybe on another primary, so the read script
+        # (which reads the page itself there) and the cache's GETs are pipelined
         calls, sends = [t for t in trips if t != "send"], trips.count("send")
         nodes = 2 if isinstance(mem.hot, ClusterHot) else 1
         assert calls == (["pipeline"] if nodes == 2 else []) and 1 <= sends <= nodes

@@ -1,15 +1,12 @@
--- What context() needs from Redis, in one step: the meta, the newest page of the list (as
--- many entries as the budget holds at the session's mean size, as hot.page_size
--- computes it) and, for an active session, the TTL renewed: only a fully archived session
--- may expire (invariant 2), so activity renews its TTL and unarchived turns have none.
+-- What context() needs from Redis on a cluster, in one step: the meta, the newest page of
+-- the list (as many entries as the budget holds at the session's mean size, as
+-- hot.page_size computes it) and, for an active session, the TTL renewed as touch.lua does
+-- (invariant 2). One Redis reads all this without Lua (hot.RedisHot._read); a cluster
+-- pipeline takes no MULTI, so the cluster reads it here, atomically.
 -- The meta is read by field name (HMGET), never whole: the hash also holds a 'forgot:' mark
 -- per forgotten message, which a read must not pay for.
--- KEYS: meta, list[, the user's memory cache, its generation]   ARGV: ttl (-1: do not
--- touch), budget, read_page (1: read the page here; 0: the caller reads it with an LRANGE in
--- the same MULTI, so the entries do not pass through Lua, which costs ≈ 0.4 µs an entry)
--- Returns {the FIELDS' values, entries ({} unless read_page), page size[, cache,
--- generation]}; {} when there is no session. (On a cluster the cache is in another slot:
--- the client reads it beside this.)
+-- KEYS: meta, list   ARGV: ttl (-1: do not touch), budget
+-- Returns {the FIELDS' values, entries, page size}; {} when there is no session.
 -- FIELDS: models.META_FIELDS, in its order (tests/test_redis_hot.py checks they agree).
 local FIELDS = {'user_id', 'title', 'created_at', 'updated_at', 'total_tokens', 'message_count',
                 'status', 'summary', 'summary_seq', 'last_seq', 'flushed_seq', 'cleared_seq',
@@ -34,10 +31,4 @@ local mean = 64
 if count > 0 then mean = math.max(1, tonumber(m['total_tokens'] or '0')) / count end
 local page = math.floor(tonumber(ARGV[2]) / (mean + 4) * 1.25) + 8
 page = math.max(16, math.min(1024, page))
-local reply = {values, {}, page}
-if ARGV[3] == '1' then reply[2] = redis.call('LRANGE', list, -page, -1) end
-if #KEYS == 4 then
-  reply[4] = redis.call('GET', KEYS[3])
-  reply[5] = redis.call('GET', KEYS[4])
-end
-return reply
+return {values, redis.call('LRANGE', list, -page, -1), page}
