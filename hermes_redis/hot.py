@@ -51,6 +51,11 @@ _decode = lru_cache(maxsize=DECODED_HELD)(Message.unpack)
 _STATUS = META_FIELDS.index("status")  # a meta without one: no session
 
 
+def _packed(commands: list[tuple[Any, ...]]) -> bytes | None:
+    """``commands`` in Redis's protocol, packed by hiredis (None without it)."""
+    return b"".join(map(_pack_command, commands)) if _pack_command is not None else None
+
+
 def page_size(budget: int, meta: SessionMeta) -> int:
     """About as many messages as the budget holds at the session's mean size (its counters),
     plus a margin, so one read usually does (read.lua computes the same)."""
@@ -537,6 +542,7 @@ class RedisHot(HotStore):
         self.warnings: list[str] = []  # what check_server found unsafe but allowed (info shows it)
         self.prefix = prefix
         self._means: dict[str, float] = {}  # session -> tokens per message, as last read
+        self._requests: dict[tuple[Any, ...], tuple[list[Any], bytes | None]] = {}  # reads, packed
         self.url = redact_url(url)
         self._scripts: dict[str, Any] = {
             p.stem: client.register_script(p.read_text()) for p in sorted(LUA_DIR.glob("*.lua"))
@@ -689,36 +695,45 @@ class RedisHot(HotStore):
         Redis, this is 10 µs here). ``page`` is sized by the session's mean as this process
         last read it; the reader pages on when it is short."""
         meta, entries = keys
-        touch = ([("EVALSHA", self._scripts["touch"].sha, 2, meta, entries, args[0])]
-                 if args[0] >= 0 else [])
-        commands = [("MULTI",), *touch, ("HMGET", meta, *META_FIELDS),
-                    ("LRANGE", entries, -page, -1), *(("GET", key) for key in cache), ("EXEC",)]
+        touch = args[0] >= 0
+        request = (meta, args[0], page, *cache)  # the same bytes for every read of a loop
+        found = self._requests.get(request)
+        if found is None:
+            commands = [("MULTI",),
+                        *([("EVALSHA", self._scripts["touch"].sha, 2, meta, entries, args[0])]
+                          if touch else []),
+                        ("HMGET", meta, *META_FIELDS), ("LRANGE", entries, -page, -1),
+                        *(("GET", key) for key in cache), ("EXEC",)]
+            if len(self._requests) >= MEANS_HELD:
+                self._requests.clear()
+            found = self._requests[request] = (commands, _packed(commands))
+        commands, packed = found
 
         def run() -> list[Any]:
-            replies = self._exchange(commands)  # EXEC's replies, errors in place
+            replies = self._exchange(commands, packed)  # EXEC's replies, errors in place
             if touch and isinstance(replies[0], Exception):
                 raise replies[0]  # NOSCRIPT: _reloading loads the scripts and sends it again
-            return list(replies[len(touch):])
+            return list(replies[touch:])
 
         values, page_entries, *cached = self._reloading(run)
         if values[_STATUS] is None:
             return []
         return [values, page_entries, page, *cached]
 
-    def _exchange(self, commands: list[tuple[Any, ...]]) -> Any:
-        """The reply to the last of ``commands``, all packed by hiredis, sent in one write on a
-        pooled connection and read off it directly: redis-py's call costs the client ≈ 3 µs
-        more and its transaction pipeline more than a read saves. The replies before the last
-        (MULTI's OK, QUEUED) are read and dropped. An error reply to the last is raised with
+    def _exchange(self, commands: list[tuple[Any, ...]], packed: bytes | None = None) -> Any:
+        """The reply to the last of ``commands``, all packed by hiredis (or ``packed``, their
+        bytes packed before), sent in one write on a pooled connection and read off it
+        directly: redis-py's call costs the client ≈ 3 µs more and its transaction pipeline
+        more than a read saves. The replies before the last (MULTI's OK, QUEUED) are read and
+        dropped. An error reply to the last is raised with
         the connection in step; any other failure drops the connection, so no reply is ever
         left unread on it."""
         pool = self.client.connection_pool
         conn = pool.get_connection()
         in_step = False
         try:
-            packed = (b"".join(map(_pack_command, commands)) if _pack_command is not None
-                      else b"".join(conn.pack_commands(commands)))
-            conn.send_packed_command([packed])
+            conn.send_packed_command([packed or _packed(commands)
+                                      or b"".join(conn.pack_commands(commands))])
             for _ in commands[:-1]:
                 conn.read_response()
             in_step = True
