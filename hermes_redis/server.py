@@ -455,11 +455,8 @@ class Edge:
                 return message
 
             try:
-                fast = self.fast
-                found = (fast.match(scope) if fast is not None and fast.route is not None
-                         else None)
-                if found is not None:
-                    assert fast is not None
+                fast, found = self.fast, scope.get("hermes.fast")  # HermesApp matched it
+                if fast is not None and found is not None:
                     scope["route"] = fast.route
                     await fast(scope, found, counted, send_status)
                 else:
@@ -585,10 +582,12 @@ class HermesApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
         front = self.front
-        if (front is not None and front.fast is not None and scope["type"] == "http"
-                and front.fast.match(scope) is not None):
-            await front(scope, receive, send)
-            return
+        if front is not None and front.fast is not None and scope["type"] == "http":
+            sid = front.fast.match(scope)
+            if sid is not None:
+                scope["hermes.fast"] = sid
+                await front(scope, receive, send)
+                return
         await super().__call__(scope, receive, send)
 
 
@@ -606,13 +605,22 @@ def _not_json(name: str) -> Any:
 
 def _json_body(raw: bytes) -> Any:
     """The parsed body; JSON that Python would accept but JSON forbids (NaN, Infinity) or
-    cannot hold (1e400) is refused before it reaches storage."""
+    cannot hold (1e400) is refused before it reaches storage. Strict UTF-8 with no ``\\u``
+    escape holds no lone surrogate, so only other bodies are walked by ``check_text``."""
     try:
-        data = json.loads(raw, parse_float=_finite, parse_constant=_not_json)
+        text = raw.decode("utf-8-sig") if b"\x00" not in raw else None  # else UTF-16/32
+    except UnicodeDecodeError:
+        text = None  # json decides: surrogates encoded as bytes are not text
+    try:
+        data = (_BODY.decode(text) if text is not None
+                else json.loads(raw, parse_float=_finite, parse_constant=_not_json))
     except (ValueError, UnicodeDecodeError):
         raise ApiError(400, "malformed_json", "request body is not valid JSON: send one JSON "
                                               "object with Content-Type: application/json") from None
-    return check_text(data)
+    return data if text is not None and "\\u" not in text else check_text(data)
+
+
+_BODY = json.JSONDecoder(parse_float=_finite, parse_constant=_not_json)
 
 
 def _oversized(items: list[Any], limit: int) -> bool:

@@ -359,6 +359,7 @@ def test_bad_messages_are_422_naming_the_problem(http: httpx.Client, body: objec
     ("/v1/sessions", b'{"user_id": "\\udfff"}', "user_id is not valid UTF-8"),
     ("messages", b'{"role": "user", "content": "\\ud800"}', "content is not valid UTF-8"),
     ("messages", b'{"role": "user", "content": "ok", "file_refs": ["\\ud800"]}', "file_refs[0]"),
+    ("messages", b'{"role": "user", "content": "\xed\xa0\x80"}', "content is not valid UTF-8"),
     ("messages", b'{"role": "user", "content": "ok", "tool_calls": [NaN]}', "NaN is not a JSON number"),
     ("messages", b'{"role": "user", "content": "ok", "tool_calls": [1e400]}', "1e400 is out of range"),
     ("messages", b'{"role": "user", "content": "ok", "created_at": Infinity}', "Infinity"),
@@ -371,6 +372,17 @@ def test_json_that_storage_cannot_hold_is_422_not_500(http: httpx.Client, path: 
     r = http.post(url, content=raw, headers={"content-type": "application/json"})
     assert words in error_of(r, 422, "invalid")
     assert http.get(f"/v1/sessions/{sid}").json()["message_count"] == 0
+
+
+def test_json_in_any_utf_is_read_as_json_reads_it(http: httpx.Client) -> None:
+    """JSON over HTTP is UTF-8, but what Python's json accepts (a BOM, UTF-16) still is."""
+    sid = new_session(http)
+    body = '{"role": "user", "content": "héllo ✓"}'
+    for raw in (b"\xef\xbb\xbf" + body.encode(), body.encode("utf-16"), body.encode("utf-16-le")):
+        r = http.post(f"/v1/sessions/{sid}/messages", content=raw,
+                      headers={"content-type": "application/json"})
+        assert r.status_code == 201, r.text
+        assert r.json()["content"] == "héllo ✓"
 
 
 def test_numbers_past_sqlite_integers_are_422(http: httpx.Client) -> None:
