@@ -7,6 +7,7 @@ key sees only its user's data: another user's session or memory answers 404 with
 text an unknown id gets, so the answer does not reveal that it exists.
 """
 
+import codecs
 import hashlib
 import ipaddress
 import json
@@ -608,7 +609,8 @@ def _json_body(raw: bytes) -> Any:
     cannot hold (1e400) is refused before it reaches storage. Strict UTF-8 with no ``\\u``
     escape holds no lone surrogate, so only other bodies are walked by ``check_text``."""
     try:
-        text = raw.decode("utf-8-sig") if b"\x00" not in raw else None  # else UTF-16/32
+        text = (raw.decode("utf-8-sig" if raw.startswith(codecs.BOM_UTF8) else "utf-8")
+                if b"\x00" not in raw else None)  # NULs: UTF-16 or UTF-32
     except UnicodeDecodeError:
         text = None  # json decides: surrogates encoded as bytes are not text
     try:
