@@ -725,9 +725,8 @@ class RedisHot(HotStore):
         bytes packed before), sent in one write on a pooled connection and read off it
         directly: redis-py's call costs the client ≈ 3 µs more and its transaction pipeline
         more than a read saves. The replies before the last (MULTI's OK, QUEUED) are read and
-        dropped. An error reply to the last is raised with
-        the connection in step; any other failure drops the connection, so no reply is ever
-        left unread on it."""
+        dropped. An error reply to the last is raised with the connection in step; any other
+        failure drops the connection, so no reply is ever left unread on it."""
         pool = self.client.connection_pool
         conn = pool.get_connection()
         in_step = False
