@@ -377,12 +377,14 @@ def test_json_that_storage_cannot_hold_is_422_not_500(http: httpx.Client, path: 
 def test_json_in_any_utf_is_read_as_json_reads_it(http: httpx.Client) -> None:
     """JSON over HTTP is UTF-8, but what Python's json accepts (a BOM, UTF-16) still is."""
     sid = new_session(http)
-    body = '{"role": "user", "content": "héllo ✓"}'
-    for raw in (b"\xef\xbb\xbf" + body.encode(), body.encode("utf-16"), body.encode("utf-16-le")):
-        r = http.post(f"/v1/sessions/{sid}/messages", content=raw,
-                      headers={"content-type": "application/json"})
-        assert r.status_code == 201, r.text
-        assert r.json()["content"] == "héllo ✓"
+    for text in ("héllo ✓", "hello"):  # ASCII in UTF-16 is also valid UTF-8, with NULs
+        body = json.dumps({"role": "user", "content": text}, ensure_ascii=False)
+        for raw in (b"\xef\xbb\xbf" + body.encode(), body.encode("utf-16"),
+                    body.encode("utf-16-le"), body.encode("utf-32-le")):
+            r = http.post(f"/v1/sessions/{sid}/messages", content=raw,
+                          headers={"content-type": "application/json"})
+            assert r.status_code == 201, r.text
+            assert r.json()["content"] == text
 
 
 def test_numbers_past_sqlite_integers_are_422(http: httpx.Client) -> None:
