@@ -128,9 +128,8 @@ def test_context_is_one_round_trip_and_no_sqlite_in_the_common_case(config_facto
 def test_a_read_cut_off_midway_leaves_no_reply_on_the_connection(config_factory, monkeypatch):
     """The read's MULTI is read off the connection directly: a failure between its replies
     drops that connection (retried on a fresh one), so no later command reads a reply meant
-    for the read. (redis-py's pool also drops a connection with data waiting when it hands it
-    out, which is why this passes without the drop too; that check misses replies still in
-    flight.)"""
+    for the read. (The connection is the thread's own, out of redis-py's pool, whose check
+    for data waiting would not see replies still in flight anyway.)"""
     from hermes_redis import SessionMemory
 
     with SessionMemory(config_factory("single")) as mem:
@@ -374,3 +373,67 @@ def test_a_repeated_forget_is_a_no_op(rmem):
     before = rmem.hot.meta(sid)
     rmem.hot.forget(sid, target)
     assert rmem.hot.meta(sid) == before
+
+
+def test_each_thread_appends_on_its_own_connection_which_close_closes(config_factory):
+    """``_exchange`` runs on a connection per thread, held out of redis-py's pool: threads
+    never share one mid-reply, a finished thread's is let go, and ``close()`` closes all."""
+    import gc
+
+    from hermes_redis import SessionMemory
+
+    mem = SessionMemory(config_factory("single"))
+    sid = mem.create_session()
+    lanes: dict[int, object] = {}
+    start = threading.Barrier(4)
+
+    def add(k: int) -> None:
+        start.wait()
+        for i in range(25):
+            mem.append(sid, "user", f"t{k} m{i}")
+        lanes[k] = mem.hot._lane()
+
+    threads = [threading.Thread(target=add, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(c) for c in lanes.values()}) == 4
+    assert [m.seq for m in mem.messages(sid)] == list(range(1, 101))
+    assert mem.hot.meta(sid).message_count == 100
+    held = lanes[0]
+    lanes.clear()
+    gc.collect()
+    assert held in mem.hot._lanes_held and len(mem.hot._lanes_held) == 1  # the threads' are gone
+    mine = mem.hot._lane()
+    mem.append(sid, "user", "from the main thread")
+    assert mine._sock is not None
+    mem.close()
+    assert mine._sock is None and held._sock is None
+
+
+def test_a_forked_child_appends_on_a_connection_of_its_own(config_factory):
+    import multiprocessing
+    import os
+
+    from hermes_redis import SessionMemory
+
+    with SessionMemory(config_factory("single")) as mem:
+        sid = mem.create_session()
+        mem.append(sid, "user", "parent first")
+        parent_lane = mem.hot._lane()
+
+        def child() -> None:
+            ok = mem.hot._lane().pid == os.getpid() and mem.hot._lane() is not parent_lane
+            for i in range(10):
+                mem.append(sid, "assistant", f"child {i}")
+            os._exit(0 if ok else 3)
+
+        proc = multiprocessing.get_context("fork").Process(target=child)
+        proc.start()
+        proc.join(60)
+        assert proc.exitcode == 0
+        mem.append(sid, "user", "parent again")
+        assert mem.hot._lane() is parent_lane
+        assert [m.seq for m in mem.messages(sid)] == list(range(1, 13))
+
