@@ -437,3 +437,19 @@ def test_a_forked_child_appends_on_a_connection_of_its_own(config_factory):
         assert mem.hot._lane() is parent_lane
         assert [m.seq for m in mem.messages(sid)] == list(range(1, 13))
 
+
+def test_memory_pressure_asks_redis_by_bytes_appended_not_by_messages(rmem, monkeypatch):
+    """An INFO costs about two appends: small messages ask rarely (every 64 messages was 16
+    INFOs in 1,000 appends), one big message makes the next append ask."""
+    asked: list[int] = []
+    use = rmem.hot.memory_use
+    monkeypatch.setattr(rmem.hot, "memory_use", lambda: asked.append(1) or use())
+    sid = rmem.create_session()
+    rmem.append_many(sid, [{"role": "user", "content": "x" * 200} for _ in range(100)])
+    for _ in range(700):
+        rmem.append(sid, "user", "y" * 200)
+    assert 1 <= len(asked) <= 2  # the first append's, then one at most in 240 KB
+    before = len(asked)
+    rmem.append(sid, "user", "z " * 150_000)
+    rmem.append(sid, "user", "after a big one")
+    assert len(asked) == before + 1
