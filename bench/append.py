@@ -179,7 +179,6 @@ def breakdown(url: str, workdir: Path, rounds: int, block: int) -> dict[str, flo
         hot = mem.hot
         keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(), hot.backlog_key(),
                 hot.full_key(sid)]
-        script = hot._scripts["append"]  # the very script RedisHot.append runs
         client = hot.client
         scratch = scratch_key(mem, sid)
         i = [0]
@@ -191,10 +190,10 @@ def breakdown(url: str, workdir: Path, rounds: int, block: int) -> dict[str, flo
         steps: dict[str, Any] = {
             "raw RPUSH of the payload (one round trip)":
                 lambda: client.rpush(scratch, payloads[nxt()]),
-            "+ the append Lua script instead (EVALSHA, same payload)":
-                lambda: script(keys=keys, args=[repr(time.time()), sid, "", 0, 1,
-                                                payloads[(k := nxt())], msgs[k].token_count,
-                                                msgs[k].message_id, ""]),
+            "+ the append Lua script instead (EVALSHA as RedisHot sends it, same payload)":
+                lambda: hot._evalsha("append", keys, [repr(time.time()), sid, "", 0, 1,
+                                                      payloads[(k := nxt())], msgs[k].token_count,
+                                                      msgs[k].message_id, ""]),
             "+ RedisHot.append (keys, msgpack, retry guard)":
                 lambda: hot.append([msgs[nxt()]], time.time(), ""),
             "+ SessionMemory.append (validation, tiktoken, Message)":
