@@ -81,12 +81,15 @@ def check_content(content: object, max_bytes: int) -> str:
             raise ValidationError("content is not valid UTF-8: send text") from None
     if not isinstance(content, str):
         raise ValidationError(f"content must be text, not {type(content).__name__}")
-    if not content.strip():
+    if not content or content.isspace():  # not content.strip(): that copies the text
         raise ValidationError("content is empty: send at least one non-blank character")
-    try:
-        size = len(content.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise ValidationError("content is not valid UTF-8 (lone surrogate): send text") from None
+    if content.isascii():  # a flag CPython keeps: one byte a character, no surrogate
+        size = len(content)
+    else:
+        try:
+            size = len(content.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ValidationError("content is not valid UTF-8 (lone surrogate): send text") from None
     if size > max_bytes:
         raise ValidationError(
             f"content is {size} bytes, over the limit of {max_bytes} (limits.max_content_bytes)"

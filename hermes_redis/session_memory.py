@@ -62,6 +62,9 @@ MAX_BATCH = 1000  # messages in one append_many call
 MESSAGE_FIELDS = frozenset(
     ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at",
      "item"))
+_PLAIN = frozenset(("role", "content"))  # a message with no options: what _checked skips for it
+_NO_EXTRAS = {"item": "", "tool_calls": "", "file_refs": (), "memory_refs": (), "message_id": None,
+              "created_at": None}  # what the checks make of the options left out
 
 
 class SessionMemory:
@@ -152,9 +155,11 @@ class SessionMemory:
         times it was said; summaries and recalled excerpts show its date. ``item`` (any JSON
         value: a framework's message object) is kept exactly and never cut; with ``content``
         empty, a rendering of it (``items.render``) is the content."""
-        fields = {"role": role, "content": content, "tool_calls": tool_calls,
-                  "file_refs": file_refs, "memory_refs": memory_refs, "message_id": message_id,
-                  "created_at": created_at, "item": item}
+        fields: dict[str, Any] = {"role": role, "content": content}
+        if not (tool_calls is None and file_refs is None and memory_refs is None
+                and message_id is None and created_at is None and item is None):
+            fields.update(tool_calls=tool_calls, file_refs=file_refs, memory_refs=memory_refs,
+                          message_id=message_id, created_at=created_at, item=item)
         return self._store(check_session_id(session_id), [fields], one=True)[0]
 
     def append_many(self, session_id: str, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
@@ -226,6 +231,15 @@ class SessionMemory:
 
     def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:
         """One message's fields, validated; errors name the item (``messages[i]``)."""
+        limit = self.config.limits.max_content_bytes
+        if type(item) is dict and item.keys() == _PLAIN:  # most messages: nothing else to check
+            try:
+                return {"role": check_role(item["role"]),
+                        "content": check_content(item["content"], limit), **_NO_EXTRAS}
+            except ValidationError as err:
+                if one:
+                    raise
+                raise ValidationError(f"messages[{i}]: {err}") from None
         where = "" if one else f"messages[{i}]: "
         if not isinstance(item, Mapping):
             raise ValidationError(f"{where}a message is an object with role and content, "
@@ -236,7 +250,6 @@ class SessionMemory:
                                   + ", ".join(sorted(MESSAGE_FIELDS)))
         try:
             message_id = item.get("message_id")
-            limit = self.config.limits.max_content_bytes
             payload = check_item(item.get("item"), limit)
             content = item.get("content")
             if payload and (content is None or content == ""):
