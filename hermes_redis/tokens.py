@@ -108,10 +108,11 @@ class _Pieces(dict[str, int]):
 
 
 # Tricky ASCII for the self-check: contractions in both cases, digit runs, whitespace runs
-# before words and at the end (Rust's $ is Python's \Z), control and punctuation runs.
+# before words and at the end (Rust's $ is Python's \Z), control and punctuation runs
+# (\x1c-\x1f are blanks to Python's Unicode \s, not to Rust's: "  \x1f" tells them apart).
 _CHECK = ("I'm  here, y'all'LL  SEE 1234567 x\n\n  \n", "a \n", "x\r\n\t  y  ", "'S'd'VE",
           "def f(x):\n    return x**2  # ok\n", '{"k": [1, 22, 333.4444]}\n\n\n',
-          "\x00\x1c\x1f \x0b\x0c...!!!\n\r", "   ", "\n", "a1b2 c3 '", "")
+          "\x00\x1c\x1f \x0b\x0c...!!!\n\r", "  \x1f", "   ", "\n", "a1b2 c3 '", "")
 
 
 def _ascii_split(enc: tiktoken.Encoding, pieces: _Pieces) -> Callable[[str], list[str]] | None:
