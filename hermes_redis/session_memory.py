@@ -63,8 +63,10 @@ MESSAGE_FIELDS = frozenset(
     ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at",
      "item"))
 _PLAIN = frozenset(("role", "content"))  # a message with no options: what _checked skips for it
-_NO_EXTRAS = {"item": "", "tool_calls": "", "file_refs": (), "memory_refs": (), "message_id": None,
-              "created_at": None}  # what the checks make of the options left out
+_NO_EXTRAS = {  # what the checks make of the options left out
+    "item": check_item(None, 0), "tool_calls": check_tool_calls(None),
+    "file_refs": check_refs(None, "file_refs"), "memory_refs": check_refs(None, "memory_refs"),
+    "message_id": None, "created_at": check_created_at(None)}
 
 
 class SessionMemory:
@@ -232,23 +234,17 @@ class SessionMemory:
     def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:
         """One message's fields, validated; errors name the item (``messages[i]``)."""
         limit = self.config.limits.max_content_bytes
-        if type(item) is dict and item.keys() == _PLAIN:  # most messages: nothing else to check
-            try:
+        try:
+            if type(item) is dict and item.keys() == _PLAIN:  # most messages: no options to check
                 return {"role": check_role(item["role"]),
                         "content": check_content(item["content"], limit), **_NO_EXTRAS}
-            except ValidationError as err:
-                if one:
-                    raise
-                raise ValidationError(f"messages[{i}]: {err}") from None
-        where = "" if one else f"messages[{i}]: "
-        if not isinstance(item, Mapping):
-            raise ValidationError(f"{where}a message is an object with role and content, "
-                                  f"not {type(item).__name__}")
-        unknown = set(item) - MESSAGE_FIELDS
-        if unknown:
-            raise ValidationError(f"{where}unknown field {sorted(unknown)[0]!r}: use "
-                                  + ", ".join(sorted(MESSAGE_FIELDS)))
-        try:
+            if not isinstance(item, Mapping):
+                raise ValidationError("a message is an object with role and content, "
+                                      f"not {type(item).__name__}")
+            unknown = set(item) - MESSAGE_FIELDS
+            if unknown:
+                raise ValidationError(f"unknown field {sorted(unknown)[0]!r}: use "
+                                      + ", ".join(sorted(MESSAGE_FIELDS)))
             message_id = item.get("message_id")
             payload = check_item(item.get("item"), limit)
             content = item.get("content")
@@ -267,7 +263,7 @@ class SessionMemory:
         except ValidationError as err:
             if one:
                 raise
-            raise ValidationError(f"{where}{err}") from None
+            raise ValidationError(f"messages[{i}]: {err}") from None
 
     def _append(self, msgs: list[Message], title: str, full: dict[str, str],
                 dedupe: bool) -> tuple[list[int], bool]:
