@@ -138,22 +138,49 @@ class SQLArchive(ABC, Generic[Conn]):
                                 " AND user_id=? AND superseded_by IS NULL", (memory_id, old, user_id))
         return memory_id
 
-    def add_source(self, memory_id: str, session_id: str, seq: int) -> None:
-        """One more message that says ``memory_id`` (forgetting it alone keeps the memory)."""
+    def add_source(self, memory_id: str, session_id: str, seq: int,
+                   message_id: str | None = None) -> None:
+        """One more message that says ``memory_id`` (forgetting it alone keeps the memory).
+        ``message_id``: the message's, when it may not be archived yet (see ``_cite``)."""
         with self._tx(session_id) as conn:
             if self._run(conn, "SELECT 1 FROM memories WHERE memory_id=?", (memory_id,)).fetchone():
-                self._cite(conn, memory_id, session_id, seq)
+                self._cite(conn, memory_id, session_id, seq, message_id)
 
-    def _cite(self, conn: Conn, memory_id: str, sid: str, seq: int) -> None:
+    def _cite(self, conn: Conn, memory_id: str, sid: str, seq: int,
+              message_id: str | None = None) -> None:
         """Record the message as a source of the memory; an archived message cites it in
-        ``memory_refs``."""
+        ``memory_refs``. With ``message_id``, only that message: a hot message's seq may
+        still be an archived one's (Redis went back in time; the flush moves it, and its
+        sources with it: ``move_sources``)."""
         self._run(conn, "INSERT INTO memory_sources VALUES (?,?,?) ON CONFLICT DO NOTHING",
                   (memory_id, sid, seq))
         row = self._run(conn, "SELECT message_id, memory_refs FROM messages WHERE session_id=?"
                               " AND seq=?", (sid, seq)).fetchone()
+        if row is not None and message_id not in (None, row["message_id"]):
+            return
         if row is not None and memory_id not in _refs(row["memory_refs"]):
             self._run(conn, "UPDATE messages SET memory_refs=? WHERE message_id=?",
                       (_json_list([*_refs(row["memory_refs"]), memory_id]), row["message_id"]))
+
+    def move_sources(self, sid: str, moves: Sequence[tuple[int, int, Sequence[str]]]) -> None:
+        """Hot messages renumbered from an ``old`` to a ``new`` seq, with the memories they
+        cite (a reseat): what they are the source of follows them. A source at the old seq
+        stays while the archived message there cites the memory too (it said the same)."""
+        with self._tx(sid) as conn:
+            for old, new, refs in moves:
+                row = self._run(conn, "SELECT memory_refs FROM messages WHERE session_id=?"
+                                      " AND seq=?", (sid, old)).fetchone()
+                kept = _refs(row["memory_refs"]) if row is not None else []
+                for memory_id in refs:
+                    key = (memory_id, sid, old)
+                    if self._run(conn, "SELECT 1 FROM memory_sources WHERE memory_id=? AND"
+                                       " session_id=? AND seq=?", key).fetchone() is None:
+                        continue
+                    self._run(conn, "INSERT INTO memory_sources VALUES (?,?,?)"
+                                    " ON CONFLICT DO NOTHING", (memory_id, sid, new))
+                    if memory_id not in kept:
+                        self._run(conn, "DELETE FROM memory_sources WHERE memory_id=? AND"
+                                        " session_id=? AND seq=?", key)
 
     def forget_memory(self, memory_id: str) -> bool:
         """Delete one persistent memory (what it superseded is current again); False when

@@ -77,7 +77,7 @@ class Maintainer:
         pending.reverse()
         first, high = self.cold.reseat_needed(sid, pending) if pending else (0, 0)
         if first:
-            return self._reseat(sid, first, high, again)
+            return self._reseat(sid, pending, first, high, again)
         tool_ids = [m.message_id for m in pending if m.role == "tool"]
         full = self.hot.full_texts(sid, tool_ids) if self.config.session.save_tool_results else {}
         added = self.cold.write(meta.to_row(sid), pending, full)
@@ -123,12 +123,18 @@ class Maintainer:
                         "(seqs continue above the archive's)", len(behind))
         return behind
 
-    def _reseat(self, sid: str, first: int, high: int, again: bool) -> int:
-        """Renumber the hot entries from ``first`` on past ``high`` and archive them."""
+    def _reseat(self, sid: str, pending: list[Message], first: int, high: int,
+                again: bool) -> int:
+        """Renumber the hot entries from ``first`` on past ``high`` and archive them. The
+        memories they are the source of move with them first: a crash in between finds the
+        same collision and the same new seqs."""
         if not again:  # reseated once in this flush and still colliding: never loop
             raise StateError(f"session {sid}: seqs still collide with the archive after renumbering;"
                              " run `hermes-redis doctor`")
         metrics.RESEATS.inc()
+        moving = [m for m in pending if m.seq >= first]
+        self.cold.move_sources(sid, [(m.seq, high + i, m.memory_refs)
+                                     for i, m in enumerate(moving, 1) if m.memory_refs])
         gap = self.cold.messages(sid, after_seq=first - 1, upto_seq=high)
         moved = self.hot.reseat(sid, first, high, gap)
         log.warning("session %s: Redis went back in time (seq %d reused, the archive holds up to %d);"

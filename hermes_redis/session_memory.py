@@ -200,7 +200,7 @@ class SessionMemory:
                 self.forget_memory(memory_id)
             raise
         for i in facts:  # the trigger's memory is the last it cites; forgetting it forgets that
-            self.cold.add_source(msgs[i].memory_refs[-1], sid, seqs[i])
+            self.cold.add_source(msgs[i].memory_refs[-1], sid, seqs[i], msgs[i].message_id)
         if enqueue:
             self._dispatch(sid)
         self.pressure.appended(msgs)

@@ -128,3 +128,61 @@ def test_a_process_that_starts_after_the_rollback_restores_redis_before_any_appe
     assert [r[0] for r in archived(agent, sid)] == [*early, *later, m.message_id]
     assert not SessionMemory(cfg).hot.restarted()  # the check runs once per restart
     agent.close()
+
+
+def _said_on_a_reused_seq(tmp_path, srv, first: str, second: str):  # type: ignore[no-untyped-def]
+    """``first`` archived as seq 2, then Redis rolled back to before it; ``second`` appended
+    (Redis gives it seq 2 again). Returns (mem, sid, the first message, the second)."""
+    mem = SessionMemory(make_config(tmp_path, "redis", srv.url, max_messages=500))
+    sid = mem.create_session(user_id="alice")
+    mem.append(sid, "user", "early question")
+    mem.flush(sid)
+    redis.Redis(port=srv.port).save()
+    shutil.copy(srv.dir / "dump.rdb", tmp_path / "old.rdb")
+    earlier = mem.append(sid, "user", first)
+    mem.flush(sid)
+    srv.stop(kill=True)
+    shutil.copy(tmp_path / "old.rdb", srv.dir / "dump.rdb")
+    srv.start()
+    said = mem.append(sid, "user", second)
+    assert said.seq == earlier.seq == 2  # Redis reused it
+    return mem, sid, earlier, said
+
+
+def test_a_fact_remembered_on_a_reused_seq_stays_with_the_message_that_said_it(
+        tmp_path, snapshot_redis):
+    """A trigger appended while Redis hands out a seq the archive holds: the memory's source
+    is the new message wherever the flush renumbers it, never the archived message that
+    held the seq (invariant 4: forgetting the one that said it forgets the memory)."""
+    mem, sid, innocent, said = _said_on_a_reused_seq(
+        tmp_path, snapshot_redis, "middle question", "Remember that my cat is called Miso.")
+    (memory_id,) = said.memory_refs
+    mem.flush(sid)
+    refs = {m.message_id: (m.seq, m.memory_refs) for m in mem.cold.messages(sid)}
+    assert refs[innocent.message_id] == (2, ())  # not cited by what reused its seq
+    assert refs[said.message_id] == (3, (memory_id,))
+
+    mem.forget_keyword(sid, "middle question")
+    assert mem.cold.memory(memory_id) is not None  # the innocent message was not its source
+    mem.forget_keyword(sid, "Miso")
+    assert mem.cold.memory(memory_id) is None  # the one that said it was
+    mem.close()
+
+
+def test_a_fact_said_twice_across_a_reused_seq_keeps_both_sources(tmp_path, snapshot_redis):
+    """The archived message and the one that reused its seq said the same fact: one memory,
+    and forgetting either message alone keeps it."""
+    mem, sid, before, again = _said_on_a_reused_seq(
+        tmp_path, snapshot_redis, "Remember that my cat is called Miso.",
+        "Remember: my cat is called Miso.")
+    (memory_id,) = before.memory_refs
+    assert again.memory_refs == (memory_id,)  # the same fact, one memory
+    mem.flush(sid)
+    refs = {m.message_id: (m.seq, m.memory_refs) for m in mem.cold.messages(sid)}
+    assert refs == {**refs, before.message_id: (2, (memory_id,)),
+                    again.message_id: (3, (memory_id,))}
+    mem.forget_keyword(sid, "remember:")
+    assert mem.cold.memory(memory_id) is not None  # still said by the archived message
+    mem.forget_keyword(sid, "remember that")
+    assert mem.cold.memory(memory_id) is None
+    mem.close()
