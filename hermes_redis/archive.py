@@ -7,6 +7,7 @@ WAL mode and a busy timeout let workers, the CLI and agents use one file at once
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import re
@@ -253,6 +254,43 @@ def _stem(word: str) -> str:
     return word
 
 
+_MONTH = ("january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december")
+_MONTHS = {name: i for i, m in enumerate(_MONTH, 1) for name in (m, m[:3])}
+_MONTH_RE = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DATES = (  # (pattern, group order as day, month, year)
+    (re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r",?\s+(\d{4})\b", re.I),
+     (1, 2, 3)),
+    (re.compile(r"\b" + _MONTH_RE + r"\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b", re.I), (2, 1, 3)),
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), (3, 2, 1)),
+    (re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), (3, 2, 1)),
+)
+DAY = 86_400
+
+
+def named_day(query: str) -> tuple[float, float] | None:
+    """The span of the first calendar date ``query`` names ("13 October 2023", "October 13,
+    2023", "2023-10-13", "2023年10月13日") as Unix seconds, a day wider on each side: the
+    archive keeps UTC and the user meant their own day. None when it names no valid date."""
+    found: list[tuple[int, float]] = []
+    for pattern, (d, m, y) in _DATES:
+        match = pattern.search(query)
+        if match is None:
+            continue
+        month = match.group(m)
+        try:
+            day = datetime.date(int(match.group(y)), int(month) if month.isdigit()
+                                else _MONTHS[month.lower()], int(match.group(d)))
+        except ValueError:  # 31 February, month 13
+            continue
+        start = datetime.datetime.combine(day, datetime.time(), datetime.UTC).timestamp()
+        found.append((match.start(), start))
+    if not found:
+        return None
+    start = min(found)[1]
+    return start - DAY, start + 2 * DAY
+
+
 def recall_terms(query: str) -> list[str]:
     """The query's distinctive words as FTS5 terms: a prefix match for words of four letters
     or more (``paint`` finds "painting"), CJK runs as overlapping character pairs."""
@@ -333,7 +371,7 @@ class ArchiveStore(Protocol):
     def before(self, sid: str, before_seq: int, after_seq: int,
                limit: int) -> Iterator[Message]: ...
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
-               limit: int) -> Iterator[Message]: ...
+               limit: int, within: tuple[float, float] | None = None) -> Iterator[Message]: ...
     def newest(self, sid: str, after_seq: int, limit: int) -> list[Message]: ...
     def stats(self, sid: str) -> tuple[int, int, int]: ...
     def turn_starts(self, sid: str, upto_seq: int, within: int) -> tuple[int, int]: ...
@@ -596,18 +634,21 @@ class Archive(SQLArchive[sqlite3.Connection]):
 
     # --- search ----------------------------------------------------------------------------
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
-               limit: int) -> Iterator[Message]:
+               limit: int, within: tuple[float, float] | None = None) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
         ``query``, best BM25 rank first (any word may match; CJK by character pairs), each
-        followed by the message after it (the reply that usually holds the answer)."""
+        followed by the message after it (the reply that usually holds the answer).
+        ``within``: only messages created in that span (Unix seconds, end excluded)."""
         terms = self._rare(recall_terms(query))
         if not terms:
             return iter(())
+        span = " AND m.created_at >= ? AND m.created_at < ?" if within else ""
         rows = self._read(
             "SELECT m.* FROM messages_fts JOIN messages m ON m.rowid = messages_fts.rowid"
-            " WHERE messages_fts MATCH ? AND m.session_id=? AND m.seq>? AND m.seq<?"
+            " WHERE messages_fts MATCH ? AND m.session_id=? AND m.seq>? AND m.seq<?" + span +
             " ORDER BY bm25(messages_fts) LIMIT ?",
-            (" OR ".join(terms), sid, after_seq, before_seq, limit))
+            (" OR ".join(terms), sid, after_seq, before_seq,
+             *(map(_ts, within) if within else ()), limit))
         return self._with_replies(sid, rows, before_seq)
 
     def _rare(self, terms: list[str]) -> list[str]:

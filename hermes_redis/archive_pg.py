@@ -367,19 +367,23 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
 
     # --- search ----------------------------------------------------------------------------
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
-               limit: int) -> Iterator[Message]:
+               limit: int, within: tuple[float, float] | None = None) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
         ``query``, best ts_rank first (divided by 1 + log of the length: short matches first,
         as BM25 ranks them; any word may match; CJK by character pairs), each
-        followed by the message after it (the reply that usually holds the answer)."""
+        followed by the message after it (the reply that usually holds the answer).
+        ``within``: only messages created in that span (Unix seconds, end excluded)."""
         terms = self._rare(recall_terms(query))
         if not terms:
             return iter(())
         match = " | ".join(f"({term_query(t)})" for t in terms)
+        span = " AND created_at >= %s::timestamp AND created_at < %s::timestamp" if within else ""
         rows = self._query(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE fts @@ %s::tsquery AND session_id=%s"
-            " AND seq>%s AND seq<%s ORDER BY ts_rank(fts, %s::tsquery, 1) DESC, seq LIMIT %s",
-            (match, sid, after_seq, before_seq, match, limit))
+            f" AND seq>%s AND seq<%s{span} ORDER BY ts_rank(fts, %s::tsquery, 1) DESC, seq"
+            " LIMIT %s",
+            (match, sid, after_seq, before_seq, *(map(_ts, within) if within else ()), match,
+             limit))
         return self._with_replies(sid, rows, before_seq)
 
     def _rare(self, terms: list[str]) -> list[str]:

@@ -7,11 +7,12 @@ context (invariant 6 holds either way).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
-from hermes_redis.archive import ArchiveStore
+from hermes_redis.archive import ArchiveStore, named_day
 from hermes_redis.compaction import Maintainer
 from hermes_redis.errors import BackendUnavailableError
 from hermes_redis.models import Message
@@ -39,8 +40,20 @@ class SessionHistory:
 
     def recall(self, query: str, after_seq: int, before_seq: int,
                limit: int) -> Iterator[Message] | None:
-        return self._lazy(lambda: self.cold.recall(self.sid, query, after_seq, before_seq,
-                                                      limit))
+        """Best rank first; when ``query`` names a date ("what did we decide on 3 March
+        2026?"), the messages of that day come before the rest."""
+        day = named_day(query)
+        if day is None:
+            return self._lazy(lambda: self.cold.recall(self.sid, query, after_seq, before_seq,
+                                                          limit))
+
+        def dated() -> Iterator[Message]:
+            first = list(self.cold.recall(self.sid, query, after_seq, before_seq, limit, day))
+            seen = {m.seq for m in first}
+            rest = self.cold.recall(self.sid, query, after_seq, before_seq, limit)
+            return itertools.chain(first, (m for m in rest if m.seq not in seen))
+
+        return self._lazy(dated)
 
     def _read(self, read: Callable[[], Iterable[Message]]) -> list[Message] | None:
         messages = self._lazy(read)

@@ -367,6 +367,19 @@ def test_recall_finds_the_session_and_its_replies(archive: ArchiveStore) -> None
     assert list(archive.recall("s1", "painting", 0, 99, 5)) == []  # another session's
 
 
+def test_recall_within_a_span_keeps_only_what_was_said_then(archive: ArchiveStore) -> None:
+    day = 86_400
+    archive.write(row("s1"), [  # a question each day, its reply the same day
+        Message("s1", seq, "user" if seq % 2 else "assistant",
+                "the deploy checklist?" if seq % 2 else "done", 3, message_id=f"s1-{seq:04d}",
+                created_at=T0 + (seq + 1) // 2 * day) for seq in range(1, 7)])
+    assert sorted(m.seq for m in archive.recall("s1", "deploy checklist", 0, 99, 5)) == \
+        [1, 2, 3, 4, 5, 6]
+    span = (T0 + 2 * day, T0 + 3 * day)  # the end is left out
+    assert [m.seq for m in archive.recall("s1", "deploy checklist", 0, 99, 5, span)] == [3, 4]
+    assert list(archive.recall("s1", "deploy checklist", 0, 99, 5, (T0, T0 + day))) == []
+
+
 def test_recall_leaves_out_common_terms(archive: ArchiveStore,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     fill(archive)

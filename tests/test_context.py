@@ -91,6 +91,45 @@ def test_query_recalls_an_old_message_in_seq_order_with_its_date(config_factory)
     off.close()
 
 
+@pytest.mark.parametrize("asked", ["What did we pick for the cache on 17 March 2024?",
+                                   "what cache did we choose on March 17th, 2024",
+                                   "2024-03-17 的 cache 方案是什么？", "2024年3月17日选了哪个 cache？"])
+def test_a_query_that_names_a_day_recalls_that_day_first(config_factory, asked):
+    """The same words on thirty days, more than the budget holds: the day the question names
+    is recalled, though its message ranks last by words alone (the longest)."""
+    mem = SessionMemory(config_factory("memory"))
+    sid = mem.create_session()
+    mem.append(sid, "user", TASK)
+    start = dt.datetime(2024, 3, 1, 9, tzinfo=dt.UTC).timestamp()
+    for d in range(30):
+        name = "option " + "zq" + chr(97 + d % 26) + chr(97 + d // 26)
+        said = f"cache decision: we go with {name}"
+        if d == 16:  # 17 March
+            said = f"after a long talk about budgets, latency and the team, the cache decision: {name}"
+        mem.append(sid, "user", said, created_at=start + d * 86_400)
+    for i in range(120):
+        mem.append(sid, "user", f"step {i}: refactor the invoice module",
+                   created_at=start + 40 * 86_400)
+    picked = "option zqqa"
+    ctx = mem.context(sid, 400, query=asked)
+    assert picked in " ".join(m.content for m in ctx.recalled)
+    assert len(ctx.recalled) < 30  # the budget holds some, not all
+    undated = mem.context(sid, 400, query="which cache did we pick?")
+    assert undated.recalled and picked not in " ".join(m.content for m in undated.recalled)
+    mem.close()
+
+
+def test_named_day_reads_the_common_date_forms():
+    from hermes_redis.archive import DAY, named_day
+    start = dt.datetime(2023, 10, 13, tzinfo=dt.UTC).timestamp()
+    for text in ("on 13 October 2023?", "October 13, 2023", "Oct. 13th 2023", "the 13th of oct 2023",
+                 "2023-10-13", "2023年10月13日", "2023 年 10 月 13 号"):
+        assert named_day(text) == (start - DAY, start + 2 * DAY), text
+    assert named_day("on 3 June, 2023 and then 2024-01-01") == named_day("3 June 2023")
+    for text in ("31 February 2023", "2023-13-01", "May I ask about 2023?", "October 2023", ""):
+        assert named_day(text) is None, text
+
+
 def test_recall_finds_cjk_words_inside_sentences(config_factory):
     mem = SessionMemory(config_factory("memory"))
     sid = mem.create_session()
