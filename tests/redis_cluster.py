@@ -38,7 +38,7 @@ class ClusterServers:
         self.replicas: list[RedisServer] = []
 
     def _server(self) -> RedisServer:
-        return RedisServer(port=_bus_safe_port(), aof=self.aof, extra=[
+        return RedisServer(pick_port=_bus_safe_port, aof=self.aof, extra=[
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", "5000"])
 

@@ -8,9 +8,12 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from hermes_redis.embedded import redis_server_binary
 
@@ -24,8 +27,12 @@ def free_port() -> int:
 class RedisServer:
     """Start, stop and restart a real redis-server; data survives restarts via AOF."""
 
-    def __init__(self, port: int | None = None, aof: bool = True, extra: list[str] | None = None):
-        self.port = port or free_port()
+    def __init__(self, port: int | None = None, aof: bool = True, extra: list[str] | None = None,
+                 pick_port: Callable[[], int] = free_port):
+        # a port picked here may be taken before the server binds it (another test process,
+        # an outgoing connection's local port): the first start then tries another one
+        self._pick: Callable[[], int] | None = None if port else pick_port
+        self.port = port or pick_port()
         self.dir = Path(tempfile.mkdtemp(prefix="hermes-redis-test-"))
         self.aof = aof
         self.extra = extra or []
@@ -39,19 +46,39 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
+        """Start it and wait until it answers; a restart keeps the port (and the data)."""
+        for attempt in range(5):
+            try:
+                self._start()
+            except _PortTaken as err:
+                if self._pick is None or attempt == 4:
+                    raise RuntimeError(str(err)) from None
+                self.port = self._pick()
+                continue
+            self._pick = None
+            return self
+        raise AssertionError("unreachable")
+
+    def _start(self) -> None:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
                 "--save", "", "--appendonly", "yes" if self.aof else "no",
                 "--appendfsync", "always", *self.extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
+        once = Retry(NoBackoff(), 0)  # a port held by something else must not stall the wait
         while time.monotonic() < deadline:
+            time.sleep(0.02)
+            if self.proc.poll() is not None:
+                raise _PortTaken(f"redis-server exited with {self.proc.returncode}")
             try:
-                redis.Redis(port=self.port, socket_timeout=0.5).ping()
-                return self
+                info = redis.Redis(port=self.port, socket_timeout=0.5, retry=once).info("server")
             except redis.RedisError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}") from None
-                time.sleep(0.02)
+                continue
+            if int(info["process_id"]) != self.proc.pid:  # another server holds the port
+                self.proc.kill()
+                self.proc.wait(10)
+                raise _PortTaken(f"port {self.port} is another redis-server's")
+            return
         raise RuntimeError("redis-server did not start")
 
     def stop(self, kill: bool = False) -> None:
@@ -71,3 +98,7 @@ class RedisServer:
     def cleanup(self) -> None:
         self.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _PortTaken(RuntimeError):
+    """The server exited while starting (most often: its port was taken meanwhile)."""

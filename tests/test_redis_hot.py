@@ -1,6 +1,7 @@
 """Redis-specific behaviour of the hot tier: key layout, the retry path of append, TTL."""
 
 import re
+import socket
 import threading
 import time
 from pathlib import Path
@@ -455,3 +456,26 @@ def test_memory_pressure_asks_redis_by_bytes_appended_not_by_messages(rmem, monk
     rmem.append(sid, "user", "z " * 150_000)
     rmem.append(sid, "user", "after a big one")
     assert len(asked) == before + 1
+
+
+def test_a_test_server_whose_port_was_taken_starts_on_another() -> None:
+    """The harness itself: a port picked free can be taken before redis-server binds it (by
+    another test process); the first start then moves on, a restart never does."""
+    from tests.redis_server import RedisServer, free_port
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        ports = iter([taken, free_port()])
+        server = RedisServer(aof=False, pick_port=lambda: next(ports))
+        try:
+            assert server.port == taken
+            server.start()
+            assert server.port != taken
+            assert redis.Redis(port=server.port).info("server")["process_id"] == server.proc.pid
+            port = server.port
+            server.restart()
+            assert server.port == port
+        finally:
+            server.cleanup()
