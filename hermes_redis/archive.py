@@ -262,7 +262,7 @@ _DATES = (  # (pattern, group order as day, month, year)
     (re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r",?\s+(\d{4})\b", re.I),
      (1, 2, 3)),
     (re.compile(r"\b" + _MONTH_RE + r"\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b", re.I), (2, 1, 3)),
-    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), (3, 2, 1)),
+    (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)"), (3, 2, 1)),  # and 2023-10-13T09:30
     (re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), (3, 2, 1)),
 )
 DAY = 86_400

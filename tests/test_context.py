@@ -123,7 +123,7 @@ def test_named_day_reads_the_common_date_forms():
     from hermes_redis.archive import DAY, named_day
     start = dt.datetime(2023, 10, 13, tzinfo=dt.UTC).timestamp()
     for text in ("on 13 October 2023?", "October 13, 2023", "Oct. 13th 2023", "the 13th of oct 2023",
-                 "2023-10-13", "2023年10月13日", "2023 年 10 月 13 号"):
+                 "2023-10-13", "at 2023-10-13T09:30Z", "2023年10月13日", "2023 年 10 月 13 号"):
         assert named_day(text) == (start - DAY, start + 2 * DAY), text
     assert named_day("on 3 June, 2023 and then 2024-01-01") == named_day("3 June 2023")
     for text in ("31 February 2023", "2023-13-01", "May I ask about 2023?", "October 2023", ""):
