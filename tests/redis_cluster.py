@@ -71,17 +71,22 @@ class ClusterServers:
         return self.nodes[0].url
 
     def start(self) -> ClusterServers:
-        for node in self.nodes:
-            node.start()
-        cli = shutil.which("redis-cli")
-        if cli:
-            subprocess.run([cli, "--cluster", "create",
-                            *(f"127.0.0.1:{n.port}" for n in self.nodes),
-                            "--cluster-replicas", "0", "--cluster-yes"],
-                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        else:
-            self._assign_slots()
-        self.wait_ok()
+        """Start the nodes and join them; on any failure the nodes already started stop."""
+        try:
+            for node in self.nodes:
+                node.start()
+            cli = shutil.which("redis-cli")
+            if cli:
+                subprocess.run([cli, "--cluster", "create",
+                                *(f"127.0.0.1:{n.port}" for n in self.nodes),
+                                "--cluster-replicas", "0", "--cluster-yes"],
+                               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            else:
+                self._assign_slots()
+            self.wait_ok()
+        except BaseException:
+            self.cleanup()
+            raise
         return self
 
     def _assign_slots(self) -> None:
