@@ -265,29 +265,44 @@ _DATES = (  # (pattern, group order as day, month, year)
     (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?!\d)"), (3, 2, 1)),  # and 2023-10-13T09:30
     (re.compile(r"(\d{4})\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*[日号]"), (3, 2, 1)),
 )
+_DAYS_AGO = (  # (pattern, days before today; None: the number the pattern holds)
+    (re.compile(r"\b(?:the )?day before yesterday\b|前天", re.I), 2),
+    (re.compile(r"\byesterday\b|昨天|昨日", re.I), 1),
+    (re.compile(r"\btoday\b|今天|今日", re.I), 0),
+    (re.compile(r"\b(\d{1,3}) days? ago\b|(\d{1,3})\s*天(?:以)?前", re.I), None),
+)
 DAY = 86_400
 
 
-def named_day(query: str) -> tuple[float, float] | None:
-    """The span of the first calendar date ``query`` names ("13 October 2023", "October 13,
-    2023", "2023-10-13", "2023年10月13日") as Unix seconds, a day wider on each side: the
-    archive keeps UTC and the user meant their own day. None when it names no valid date."""
-    found: list[tuple[int, float]] = []
+def named_day(query: str, now: float | None = None) -> tuple[float, float] | None:
+    """The span of the first day ``query`` names as Unix seconds, a day wider on each side
+    (the archive keeps UTC, the user meant their own day): a calendar date ("13 October
+    2023", "October 13, 2023", "2023-10-13", "2023年10月13日") or, given ``now``, a day
+    counted back from it ("today", "yesterday", "3 days ago", "昨天", "3天前"). None when
+    it names no valid day."""
+    found: list[tuple[int, datetime.date]] = []
     for pattern, (d, m, y) in _DATES:
         match = pattern.search(query)
         if match is None:
             continue
         month = match.group(m)
         try:
-            day = datetime.date(int(match.group(y)), int(month) if month.isdigit()
-                                else _MONTHS[month.lower()], int(match.group(d)))
+            found.append((match.start(), datetime.date(
+                int(match.group(y)), int(month) if month.isdigit() else _MONTHS[month.lower()],
+                int(match.group(d)))))
         except ValueError:  # 31 February, month 13
             continue
-        start = datetime.datetime.combine(day, datetime.time(), datetime.UTC).timestamp()
-        found.append((match.start(), start))
+    if now is not None:
+        today = datetime.datetime.fromtimestamp(now, datetime.UTC).date()
+        for pattern, back in _DAYS_AGO:
+            match = pattern.search(query)
+            if match is not None:
+                days = back if back is not None else int(match.group(1) or match.group(2))
+                found.append((match.start(), today - datetime.timedelta(days=days)))
     if not found:
         return None
-    start = min(found)[1]
+    day = min(found)[1]
+    start = datetime.datetime.combine(day, datetime.time(), datetime.UTC).timestamp()
     return start - DAY, start + 2 * DAY
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
@@ -40,9 +41,9 @@ class SessionHistory:
 
     def recall(self, query: str, after_seq: int, before_seq: int,
                limit: int) -> Iterator[Message] | None:
-        """Best rank first; when ``query`` names a date ("what did we decide on 3 March
-        2026?"), the messages of that day come before the rest."""
-        day = named_day(query)
+        """Best rank first; when ``query`` names a day ("what did we decide on 3 March
+        2026?", "… yesterday?"), the messages of that day come before the rest."""
+        day = named_day(query, time.time())
         if day is None:
             return self._lazy(lambda: self.cold.recall(self.sid, query, after_seq, before_seq,
                                                           limit))

@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import math
 import sys
+import time
 
 import pytest
 
@@ -119,6 +120,29 @@ def test_a_query_that_names_a_day_recalls_that_day_first(config_factory, asked):
     mem.close()
 
 
+@pytest.mark.parametrize("asked", ["which cache did we pick yesterday?", "昨天选了哪个 cache？",
+                                   "the cache we chose 1 day ago"])
+def test_a_query_that_says_yesterday_recalls_that_day_first(config_factory, asked):
+    """Days counted back from now: the cache chosen yesterday, among thirty days of them."""
+    mem = SessionMemory(config_factory("memory"))
+    sid = mem.create_session()
+    mem.append(sid, "user", TASK)
+    now = time.time()
+    for back in range(30, 0, -1):
+        name = "option zq" + chr(97 + back % 26) + chr(97 + back // 26)
+        said = f"cache decision: we go with {name}"
+        if back == 1:
+            said = f"after a long talk about budgets, latency and the team, the cache decision: {name}"
+        mem.append(sid, "user", said, created_at=now - back * 86_400)
+    for i in range(120):
+        mem.append(sid, "user", f"step {i}: refactor the invoice module", created_at=now)
+    recalled = " ".join(m.content for m in mem.context(sid, 400, query=asked).recalled)
+    assert "option zqba" in recalled
+    undated = mem.context(sid, 400, query="which cache did we pick?")
+    assert "option zqba" not in " ".join(m.content for m in undated.recalled)
+    mem.close()
+
+
 def test_named_day_reads_the_common_date_forms():
     from hermes_redis.archive import DAY, named_day
     start = dt.datetime(2023, 10, 13, tzinfo=dt.UTC).timestamp()
@@ -128,6 +152,13 @@ def test_named_day_reads_the_common_date_forms():
     assert named_day("on 3 June, 2023 and then 2024-01-01") == named_day("3 June 2023")
     for text in ("31 February 2023", "2023-13-01", "May I ask about 2023?", "October 2023", ""):
         assert named_day(text) is None, text
+    now = start + 12 * 3600  # noon, 13 October 2023 (UTC)
+    for text, back in (("what did we say today?", 0), ("yesterday's plan", 1), ("昨天的方案", 1),
+                       ("the day before yesterday", 2), ("前天", 2), ("3 days ago", 3),
+                       ("12 days ago", 12), ("3天前", 3), ("13 天以前", 13)):
+        assert named_day(text, now) == (start - (back + 1) * DAY, start - (back - 2) * DAY), text
+    assert named_day("yesterday") is None  # no now, no day to count back from
+    assert named_day("yesterday, not on 1 May 2023", now) == named_day("12 October 2023")
 
 
 def test_recall_finds_cjk_words_inside_sentences(config_factory):
