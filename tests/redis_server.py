@@ -50,14 +50,13 @@ class RedisServer:
         for attempt in range(5):
             try:
                 self._start()
+                break
             except _PortTaken as err:
                 if self._pick is None or attempt == 4:
                     raise RuntimeError(str(err)) from None
                 self.port = self._pick()
-                continue
-            self._pick = None
-            return self
-        raise AssertionError("unreachable")
+        self._pick = None
+        return self
 
     def _start(self) -> None:
         args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
