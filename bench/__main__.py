@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "archives", "listing", "compression", "quality",
+SECTIONS = ("append", "memory", "context", "flush", "archives", "recall", "listing", "compression", "quality",
             "memories", "cluster", "peers", "http", "adapters")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         memory_use,
         peer_compare,
         quality,
+        recall_scope,
     )
 
     server = start_redis()
@@ -121,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = flush.run(server, workdir, args.quick)
             elif name == "archives":
                 sec = archives.run(workdir, args.quick)
+            elif name == "recall":
+                sec = recall_scope.run(workdir, args.quick)
             elif name == "listing":
                 sec = listing.run(server, workdir, args.quick)
             elif name == "compression":

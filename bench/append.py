@@ -36,7 +36,7 @@ from bench.common import (
     us,
     verdict,
 )
-from hermes_redis.models import Message
+from hermes_redis.core.models import Message
 
 TARGET = 2.0  # append p50 against a raw RPUSH of the same payload
 TARGET_TURN = 1.3  # append_many of a 4-message turn against one RPUSH of the 4 payloads

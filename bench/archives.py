@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import Section, median, quiet_gc
-from hermes_redis.archive import Archive, ArchiveStore
-from hermes_redis.models import Message
+from hermes_redis.core.models import Message
+from hermes_redis.store.archive import Archive, ArchiveStore
 
 _VOCABULARY = ("the quick brown fox jumps over a lazy dog while redis keeps the hot turns and the "
                "archive keeps every flush search token 认证 接口 用户 数据库")
@@ -61,7 +61,7 @@ def measure(archive: ArchiveStore, sessions: int) -> list[float]:
 
 
 def run(workdir: Path, quick: bool = False) -> Section:
-    from hermes_redis.archive_pg import PostgresArchive
+    from hermes_redis.store.archive.postgres import PostgresArchive
     from tests.postgres_server import PostgresServer
 
     sessions = 20 if quick else 100

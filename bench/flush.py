@@ -27,8 +27,10 @@ from bench.common import (
     times,
     verdict,
 )
-from hermes_redis.archive import SCHEMA, _ts, fts_text
-from hermes_redis.models import Message
+from hermes_redis.core.models import Message
+from hermes_redis.core.text import fts_text
+from hermes_redis.store.archive.base import SCHEMA
+from hermes_redis.store.archive.sqlite import _ts
 
 TARGET = 2.0
 INSERT = ("INSERT INTO messages (message_id, session_id, role, content, token_count, tool_calls,"

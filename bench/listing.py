@@ -17,7 +17,8 @@ from pathlib import Path
 
 from bench.common import Section, make_config, median, percentile, quiet_gc, timed, times, us, verdict
 from hermes_redis import SessionMemory
-from hermes_redis.archive import _ts, fts_text
+from hermes_redis.core.text import fts_text
+from hermes_redis.store.archive.sqlite import _ts
 
 TARGET = 1.5
 SIZES = (10_000, 100_000, 1_000_000)

@@ -26,7 +26,7 @@ from bench.common import (
     times,
     us,
 )
-from hermes_redis.tokens import MESSAGE_OVERHEAD
+from hermes_redis.core.tokens import MESSAGE_OVERHEAD
 
 HERMES = "hermes-redis"
 CONTEXT_EVERY = 2

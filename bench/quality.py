@@ -33,8 +33,8 @@ from typing import Any
 
 from bench.common import ROOT, Section, num, open_memory, verdict
 from hermes_redis import SessionMemory
-from hermes_redis.models import Context
-from hermes_redis.tokens import MESSAGE_OVERHEAD
+from hermes_redis.core.models import Context
+from hermes_redis.core.tokens import MESSAGE_OVERHEAD
 
 DATASET = Path(os.environ.get("LOCOMO_PATH", ROOT.parent / "shared/datasets/locomo/locomo-dev5.json"))
 BUDGETS = (2000, 8000, None)  # None: the configured default budget

@@ -12,8 +12,8 @@ import time
 from collections.abc import Iterator
 
 from bench import conversation
-from hermes_redis.models import Message
-from hermes_redis.tokens import Tokenizer
+from hermes_redis.core.models import Message
+from hermes_redis.core.tokens import Tokenizer
 
 
 @functools.lru_cache(maxsize=1)

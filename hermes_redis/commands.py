@@ -12,8 +12,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from hermes_redis.errors import HermesError
-from hermes_redis.render import (
+from hermes_redis.cli.render import (
     clean,
     plural,
     report_brief,
@@ -21,6 +20,7 @@ from hermes_redis.render import (
     session_report,
     truncate,
 )
+from hermes_redis.core.errors import HermesError
 
 if TYPE_CHECKING:
     from hermes_redis.session_memory import SessionMemory

@@ -1,44 +1,29 @@
-"""``SessionMemory``: the API agent processes import. It validates, then delegates to the
-hot tier, the archive and the maintainer; it never touches Redis or SQLite directly."""
+"""``SessionMemory``: the API agent processes import. It validates every argument, then
+delegates: writes that touch both tiers to the maintainer (``tiers``), memories to the memory
+book, the context to ``context.assembly``. It never touches Redis or SQLite directly."""
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import os
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
-from hermes_redis import config as config_mod
-from hermes_redis import metrics, tool_results
-from hermes_redis.archive import ArchiveStore, SearchHit, fts_matches, relevant, snippet
-from hermes_redis.backends import open_archive, open_hot, rq_dispatcher
-from hermes_redis.compaction import CompactResult, Maintainer, split_turns
-from hermes_redis.config import Config
-from hermes_redis.context import SummaryFolds, build_context
-from hermes_redis.errors import (
-    AmbiguousIdError,
-    BackendUnavailableError,
-    HermesError,
-    NotFoundError,
-    StateError,
-    ValidationError,
-)
-from hermes_redis.extraction import ChatExtractor, Extractor, RuleExtractor
-from hermes_redis.history import SessionHistory
-from hermes_redis.hot import HotStore
-from hermes_redis.items import check_item, render
-from hermes_redis.memories import MemoryBook
-from hermes_redis.models import (
+from hermes_redis.context.assembly import SummaryFolds, build_context
+from hermes_redis.context.history import SessionHistory
+from hermes_redis.context.summarizers import SUMMARIZERS, ExtractiveSummarizer, provider
+from hermes_redis.core import config as config_mod
+from hermes_redis.core.config import Config
+from hermes_redis.core.errors import HermesError, NotFoundError, StateError, ValidationError
+from hermes_redis.core.items import check_item, render
+from hermes_redis.core.models import (
     STATUSES,
+    CompactResult,
     Context,
     Memory,
     Message,
+    SearchHit,
     SessionInfo,
     SessionMeta,
     SessionPage,
@@ -50,18 +35,33 @@ from hermes_redis.models import (
     check_session_id,
     check_text,
     check_tool_calls,
-    new_message_id,
     new_session_id,
 )
-from hermes_redis.summarizers import ChatSummarizer, ExtractiveSummarizer, Summarizer
-from hermes_redis.tokens import Tokenizer, get_tokenizer
-from hermes_redis.triggers import trigger_fact
+from hermes_redis.core.text import check_query
+from hermes_redis.core.tokens import Tokenizer, get_tokenizer
+from hermes_redis.memory.book import MemoryBook
+from hermes_redis.memory.extraction import EXTRACTORS
+from hermes_redis.store.archive import ArchiveStore
+from hermes_redis.store.hot import HotStore
+from hermes_redis.store.open import open_archive, open_hot, open_queue
+from hermes_redis.tiers.maintainer import Maintainer
 
 log = logging.getLogger(__name__)
 MAX_BATCH = 1000  # messages in one append_many call
 MESSAGE_FIELDS = frozenset(
     ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at",
      "item"))
+
+
+def check_message_fields(item: Mapping[str, Any]) -> None:
+    """Refuses a message with a field ``append`` does not take, naming it (the one copy of
+    this check: the HTTP server calls it before ``append(sid, **body)``)."""
+    unknown = set(item) - MESSAGE_FIELDS
+    if unknown:
+        raise ValidationError(f"unknown field {sorted(unknown)[0]!r}: use "
+                              + ", ".join(sorted(MESSAGE_FIELDS)))
+
+
 _PLAIN = frozenset(("role", "content"))  # a message with no options: what _checked skips for it
 _NO_EXTRAS = {  # what the checks make of the options left out
     "item": check_item(None, 0), "tool_calls": check_tool_calls(None),
@@ -72,27 +72,26 @@ _NO_EXTRAS = {  # what the checks make of the options left out
 class SessionMemory:
     def __init__(self, config: Config | None = None, *, hot: HotStore | None = None,
                  archive: ArchiveStore | None = None) -> None:
-        self.config = config or Config()
-        self.tokenizer: Tokenizer = get_tokenizer(self.config.model.encoding)
-        self.hot = hot or open_hot(self.config)
-        self.cold = archive or open_archive(self.config)
+        self.config = c = config or Config()
+        self.tokenizer: Tokenizer = get_tokenizer(c.model.encoding)
+        self.hot = hot or open_hot(c)
+        self.cold = archive or open_archive(c)
         self.offline_summarizer = ExtractiveSummarizer(self.tokenizer)
         self.folds = SummaryFolds(self.offline_summarizer)  # read time: offline, incremental
-        self._users: OrderedDict[str, str] = OrderedDict()  # session id -> its user
-        self._users_lock = threading.Lock()  # threads share it (the HTTP server's pool)
-        persistent = self.config.memory.persistent
-        self.book = MemoryBook(self.cold, self.hot, self.tokenizer, persistent.max_extracted,
-                               self._extractor())
-        self.maintainer = Maintainer(self.config, self.hot, self.cold, self._summarizer(),
-                                     self.tokenizer, self.book if persistent.auto_extract else None)
+        # one provider for summaries and extracted facts alike: "offline" or "chat"
+        model, endpoint = c.session.compression.summary_model, c.summarizer
+        kind = provider(model, endpoint.base_url)
+        self.book = MemoryBook(self.cold, self.hot, self.tokenizer,
+                               c.memory.persistent.max_extracted, EXTRACTORS[kind](model, endpoint))
+        self.maintainer = Maintainer(c, self.hot, self.cold,
+                                     SUMMARIZERS[kind](model, endpoint, self.offline_summarizer),
+                                     self.tokenizer, self.book)
         if self.hot.restarted():
             self.maintainer.catch_up()
-        self.pressure = MemoryPressure(self.hot, self.config.redis.memory_warn,
-                                       self.config.redis.memory_limit)
-        self._enqueue: Callable[[str], None] = (
-            rq_dispatcher(self.hot, self.config.redis.queue)
-            if self.hot.needs_worker else self._maintain_inline
-        )
+        self.pressure, self.owners = self.maintainer.pressure, self.maintainer.owners
+        self.queue = open_queue(c, self.hot)  # None: no workers, maintained inline
+        self._enqueue: Callable[[str], Any] = (
+            self.queue.enqueue_flush if self.queue is not None else self.maintainer.maintain)
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str] | None = None) -> SessionMemory:
@@ -103,6 +102,8 @@ class SessionMemory:
     def close(self) -> None:
         """Release the Redis connections and the archive file; the object is unusable after."""
         self.hot.close()
+        if self.queue is not None:
+            self.queue.close()
         self.cold.close()
 
     def __enter__(self) -> SessionMemory:
@@ -111,23 +112,6 @@ class SessionMemory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _extractor(self) -> Extractor:
-        """The configured endpoint when there is one (as for summaries), else the rules."""
-        c = self.config
-        model = c.session.compression.summary_model
-        if model == "default" or not c.summarizer.base_url:
-            return RuleExtractor()
-        return ChatExtractor(model, c.summarizer.base_url, c.summarizer.api_key, c.summarizer.timeout)
-
-    def _summarizer(self) -> Summarizer:
-        offline = self.offline_summarizer
-        c = self.config
-        model = c.session.compression.summary_model
-        if model == "default" or not c.summarizer.base_url:
-            return offline
-        return ChatSummarizer(model, c.summarizer.base_url, c.summarizer.api_key,
-                              c.summarizer.timeout, offline)
-
     # --- sessions ----------------------------------------------------------------------------
     def create_session(self, user_id: str = "default", title: str = "",
                        session_id: str | None = None) -> str:
@@ -135,16 +119,30 @@ class SessionMemory:
         a ValidationError if any tier knows it). It is listed and found by prefix at once."""
         sid = check_session_id(session_id) if session_id is not None else new_session_id()
         user_id = _check_user(user_id)
-        if session_id is not None and (row := self.cold.session(sid)) is not None:
-            self.maintainer.reuse(sid, row, user_id)
-            self._users.pop(sid, None)
         title = check_text(title, "title", self.config.limits.max_title_chars)
-        meta = SessionMeta.new(user_id, title, time.time())
-        if not self.hot.create(sid, meta, self.config.session.ttl):
-            raise ValidationError(f"session {sid} already exists; pick another id")
-        # listed and found by prefix from the archive's indexes, before its first flush
-        self.cold.write(meta.to_row(sid), [])
+        self.maintainer.create(sid, SessionMeta.new(user_id, title, time.time()),
+                               own_id=session_id is not None)
+        if session_id is not None:  # a reused id: the deleted session's user was cached
+            self.owners.drop(sid)
         return sid
+
+    def continue_session(self, session_id: str) -> str:
+        """A new session of the same user whose ``parent_session_id`` is ``session_id``; its
+        first message (system) carries the parent's summary and where it left off. Returns
+        its id. An unknown session is a NotFoundError, a deleted one a StateError."""
+        new_sid = new_session_id()
+        self.maintainer.continue_session(check_session_id(session_id), new_sid)
+        return new_sid
+
+    def fork(self, session_id: str, at_seq: int | None = None) -> str:
+        """A new session of the same user holding copies (new message_ids, same seqs) of the
+        history up to ``at_seq`` (None: all of it); later writes and forgets in either never
+        touch the other. A seq outside 1..last_seq is a ValidationError; nothing is written."""
+        if at_seq is not None and (not isinstance(at_seq, int) or isinstance(at_seq, bool)):
+            raise ValidationError(f"at_seq must be a seq (a positive integer), not {at_seq!r}")
+        new_sid = new_session_id()
+        self.maintainer.fork(check_session_id(session_id), new_sid, at_seq)
+        return new_sid
 
     def append(self, session_id: str, role: str, content: str = "", tool_calls: Any = None,
                file_refs: Any = None, memory_refs: Any = None,
@@ -185,51 +183,13 @@ class SessionMemory:
         ids = [c["message_id"] for c in checked if c["message_id"] is not None]
         if len(set(ids)) != len(ids):
             raise ValidationError("two messages share one message_id: give each its own")
-        msgs, full = self._new_messages(sid, checked)
-        facts = self._trigger_facts(msgs)  # a trigger with nothing to remember refuses them all
-        self.pressure.check()
-        first_user = next((m.content for m in msgs if m.role == "user"), None)
-        title = self._title(first_user) if first_user and self.config.session.auto_title else ""
-        made: list[str] = []
-        if facts:
-            msgs, made = self._remember_triggered(sid, msgs, facts)
-        try:
-            seqs, enqueue = self._append(msgs, title, full, dedupe=bool(ids))
-        except BaseException:
-            for memory_id in made:  # the message was not stored: neither is what it asked
-                self.forget_memory(memory_id)
-            raise
-        for i in facts:  # the trigger's memory is the last it cites; forgetting it forgets that
-            self.cold.add_source(msgs[i].memory_refs[-1], sid, seqs[i], msgs[i].message_id)
+        stored, enqueue = self.maintainer.append(sid, checked, bool(ids), self.owners.known(sid))
         if enqueue:
-            self._dispatch(sid)
-        self.pressure.appended(msgs)
-        metrics.APPENDS.inc(len(msgs))
-        return [m.with_seq(seq) for m, seq in zip(msgs, seqs, strict=True)]
-
-    def _trigger_facts(self, msgs: list[Message]) -> dict[int, str]:
-        """What user messages ask to remember in plain words ("记住：…", "remember that …"),
-        by position; empty when ``memory.persistent.triggers`` is off."""
-        if not self.config.memory.persistent.triggers:
-            return {}
-        facts = {i: trigger_fact(m.content) for i, m in enumerate(msgs) if m.role == "user"}
-        return {i: f for i, f in facts.items() if f}
-
-    def _remember_triggered(self, sid: str, msgs: list[Message],
-                            facts: dict[int, str]) -> tuple[list[Message], list[str]]:
-        """Store each fact as the session user's memory; the message cites it in
-        ``memory_refs``, so ``append`` reports what it recorded (an agent can say "已记录")."""
-        user = self._users.get(sid) or self._meta(sid).user_id
-        made: list[str] = []
-        out = list(msgs)
-        for i, fact in facts.items():
-            text = check_content(fact, self.config.limits.max_content_bytes).strip()
-            memory_id, new = self.book.add(user, text, sid, kind="trigger")
-            assert memory_id is not None  # only an extracted memory can be refused
-            if new:
-                made.append(memory_id)
-            out[i] = replace(out[i], memory_refs=(*out[i].memory_refs, memory_id))
-        return out, made
+            try:
+                self._enqueue(sid)
+            except HermesError as err:  # the append is safe; the sweep re-enqueues later
+                log.warning("%s", err)
+        return stored
 
     def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:
         """One message's fields, validated; errors name the item (``messages[i]``)."""
@@ -241,10 +201,7 @@ class SessionMemory:
             if not isinstance(item, Mapping):
                 raise ValidationError("a message is an object with role and content, "
                                       f"not {type(item).__name__}")
-            unknown = set(item) - MESSAGE_FIELDS
-            if unknown:
-                raise ValidationError(f"unknown field {sorted(unknown)[0]!r}: use "
-                                      + ", ".join(sorted(MESSAGE_FIELDS)))
+            check_message_fields(item)
             message_id = item.get("message_id")
             payload = check_item(item.get("item"), limit)
             content = item.get("content")
@@ -265,82 +222,14 @@ class SessionMemory:
                 raise
             raise ValidationError(f"messages[{i}]: {err}") from None
 
-    def _append(self, msgs: list[Message], title: str, full: dict[str, str],
-                dedupe: bool) -> tuple[list[int], bool]:
-        sid = msgs[0].session_id
-        try:
-            return self.hot.append(msgs, time.time(), title, full, dedupe)
-        except NotFoundError:
-            self._meta(sid)  # rebuilds an expired session from the archive
-            return self.hot.append(msgs, time.time(), title, full, dedupe)
-        except StateError:
-            status = self._meta(sid).status
-            raise StateError(f"session {sid} is {status}; "
-                             + ("restore it first" if status == "archived" else
-                                "start a new session")) from None
-
-    def _new_messages(self, sid: str,
-                      checked: list[dict[str, Any]]) -> tuple[list[Message], dict[str, str]]:
-        """The Messages to store (tokens counted by ``Tokenizer.count_many``; a tool result over
-        ``tool_result_max_tokens`` capped) and the full texts of the capped ones."""
-        limit = self.config.session.tool_result_max_tokens
-        counts = self.tokenizer.count_many([c["content"] for c in checked])
-        now = round(time.time(), 6)
-        msgs: list[Message] = []
-        full: dict[str, str] = {}
-        for c, tokens in zip(checked, counts, strict=True):
-            content, message_id = c["content"], c["message_id"] or new_message_id()
-            if c["role"] == "tool" and tokens > limit:
-                keep = self.config.session.save_tool_results
-                if keep:
-                    full[message_id] = content
-                where = "the archive" if keep else "nowhere (not saved)"
-                content = (tool_results.summarize(content, limit, self.tokenizer, where)
-                           if self.config.session.tool_result_summarize
-                           else self.tokenizer.cap(content, limit, where))
-                tokens = self.tokenizer.count(content)
-            msgs.append(Message.new(sid, 0, c["role"], content, tokens, message_id,
-                                    c["tool_calls"], c["file_refs"], c["memory_refs"],
-                                    now if c["created_at"] is None else c["created_at"], c["item"]))
-        return msgs, full
-
-    def _title(self, content: str) -> str:
-        first = " ".join(content[: 4 * self.config.limits.max_title_chars].split())
-        limit = self.config.limits.max_title_chars
-        return first if len(first) <= limit else first[: limit - 1] + "…"
-
-    def _dispatch(self, sid: str) -> None:
-        try:
-            self._enqueue(sid)
-        except HermesError as err:  # the append is safe; the sweep re-enqueues later
-            log.warning("%s", err)
-
-    def _maintain_inline(self, sid: str) -> None:
-        """The memory backend has no workers: flush and compact in-process."""
-        self.maintain(sid)
-
     def maintain(self, session_id: str) -> tuple[int, int]:
         """Archive the session's backlog, then compact it if the hot tier is over its caps
         (what a worker's flush job does). Returns (messages archived, messages trimmed)."""
         return self.maintainer.maintain(check_session_id(session_id))
 
-    def _meta(self, sid: str) -> SessionMeta:
-        """The session's live meta, rebuilding the hot tier from the archive after expiry."""
-        return self.maintainer.load(sid)
-
     def resolve(self, prefix: str) -> str:
         """A full session id from a unique prefix (as typed on the command line)."""
-        check_session_id(prefix)
-        if self.cold.session(prefix) is not None or self.hot.meta(prefix) is not None:
-            return prefix
-        found = self.cold.session_ids_like(prefix)  # every session has an archive row
-        if not found:
-            raise NotFoundError(f"no session matches {prefix!r}; see `hermes-redis session list`")
-        if len(found) > 1:
-            shown = ", ".join(found[:5])
-            count = self.cold.count_ids_like(prefix)
-            raise AmbiguousIdError(f"{prefix!r} matches {count} sessions ({shown}); type more")
-        return found[0]
+        return self.maintainer.read.resolve(check_session_id(prefix))
 
     # --- reading -----------------------------------------------------------------------------
     def context(self, session_id: str, budget: int | None = None, *,
@@ -350,53 +239,27 @@ class SessionMemory:
         ``touch=False`` reads without renewing the TTL (``info`` observes, it is not activity)."""
         sid = check_session_id(session_id)
         budget = self._budget(budget)
+        if query is not None:
+            query = check_query(query)  # bounded cost (issue 35)
         ttl = self.config.session.ttl if touch else None
-        asked = self._users.get(sid)
-        read = self.hot.read(sid, ttl, budget, asked)
-        meta = read.meta
-        if meta is None:  # expired: rebuilt from the archive, then read again
-            self._meta(sid)
-            read = self.hot.read(sid, ttl, budget, asked)
-            meta = read.meta or self._meta(sid)
+        asked = self.owners.known(sid)
+        read, meta = self.maintainer.loader.read(sid, ttl, budget, asked)
         if meta.status != "active":
             raise StateError(f"session {sid} is {meta.status}; restore it to load its context")
         user = meta.user_id
-        self._remember_user(sid, user)
+        self.owners.note(sid, user)
         if asked == user and read.memories is not None:
             memories = read.memories
         else:
-            memories = self._load_memories(user, read.memories_gen if asked == user else None)
-        history = SessionHistory(sid, self.maintainer, self.cold, self.tokenizer,
+            memories = self.book.current(user, read.memories_gen if asked == user else None)
+        history = SessionHistory(sid, self.maintainer.read, self.tokenizer,
                                  self.config.session.tool_result_max_tokens)
         return build_context(self.hot, sid, meta, memories, budget,
                              self.config.model.context_window, self.tokenizer, history=history,
                              compression=self.config.session.compression,
                              folds=self.folds, query=query,
-                             first_page=read.first if read.meta is not None else None)
-
-    def _remember_user(self, sid: str, user: str) -> None:
-        """Sessions never change user: knowing it lets the next read fetch the user's cached
-        memories in the same round trip as the session."""
-        with self._users_lock:  # another thread's trim between these steps: a KeyError
-            self._users[sid] = user
-            self._users.move_to_end(sid)
-            while len(self._users) > 10_000:
-                self._users.popitem(last=False)
-
-    def _load_memories(self, user: str, gen: int | None) -> list[str]:
-        """The user's persistent memories: cached in the hot tier, else read from the archive
-        and cached (``gen``: the cache generation already read, None when not yet)."""
-        try:
-            if gen is None:
-                cached, gen = self.hot.cached_memories(user)
-                if cached is not None:
-                    return cached
-            memories = [m.content for m in self.cold.memories(user)]
-        except BackendUnavailableError as err:  # the hot tier alone still gives a context
-            log.warning("%s; context built without persistent memories", err)
-            return []
-        self.hot.cache_memories(user, gen, memories)
-        return memories
+                             first_page=read.first if read.meta is not None else None,
+                             extracts=self.config.memory.persistent.auto_extract)  # issue 30
 
     def _budget(self, budget: int | None) -> int:
         if budget is None:
@@ -428,7 +291,7 @@ class SessionMemory:
                 raise ValidationError(f"last must be a positive number of messages, not {last!r}")
             if after_seq or limit is not None:
                 raise ValidationError("give last, or after_seq and limit, not both")
-            newest = self.maintainer.newest(sid, last)
+            newest = self.maintainer.read.newest(sid, last)
             if not newest:
                 self.user_of(sid)  # raises for an unknown session
             return newest
@@ -438,22 +301,13 @@ class SessionMemory:
             raise ValidationError(f"limit must be a positive number of messages, not {limit!r}")
         history = self.maintainer.history(sid, after_seq=after_seq, limit=limit)
         if not history and self.cold.session(sid) is None:
-            self._meta(sid)  # raises for an unknown session
+            self.maintainer.load(sid)  # raises for an unknown session
         return history
 
     def user_of(self, session_id: str) -> str:
         """The user a session belongs to (it never changes, so it is cached); NotFoundError
         when no tier knows the session. Cheaper than ``info``: for access checks."""
-        sid = check_session_id(session_id)
-        user = self._users.get(sid)
-        if user is None:
-            meta = self.hot.meta(sid)
-            row = self.cold.session(sid) if meta is None else None
-            if meta is None and row is None:
-                raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
-            user = meta.user_id if meta is not None else (row or {}).get("user_id") or ""
-            self._remember_user(sid, user)
-        return user
+        return self.owners.of(check_session_id(session_id))
 
     def ping(self) -> None:
         """Raise BackendUnavailableError unless the hot tier and the archive both answer."""
@@ -464,62 +318,24 @@ class SessionMemory:
         """(sessions holding unarchived messages, those messages, age in seconds of the oldest
         one or None). The age comes from the oldest backlog session's first unarchived
         message id (ids are time-ordered; a caller-chosen id can skew it)."""
-        now = time.time()
-        sids = self.hot.backlog_sessions(now)
-        metas = self.hot.metas(sids) if sids else []
-        count = sum(m.backlog for m in metas if m)
-        oldest: float | None = None
-        for sid, meta in zip(sids, metas, strict=True):
-            if meta is None:
-                continue
-            first = self._first_unarchived(sid, meta)
-            if first is not None:
-                oldest = max(0.0, now - int(first.message_id[:12], 16) / 1000)
-            break
-        return len(sids), count, oldest
+        return self.maintainer.status.backlog()
 
     def _first_unarchived(self, sid: str, meta: SessionMeta) -> Message | None:
-        """The session's oldest unarchived message in the hot list. Unarchived messages are
-        its newest ``backlog`` seqs, so with none forgotten it is the entry that many from
-        the end: one read, however long the list grew while the workers were down. A
-        forget among them puts an archived entry there: then the tail is walked to it."""
-        at = self.hot.page(sid, max(0, meta.backlog - 1), 1)
-        if at and at[0].seq > meta.flushed_seq:
-            return at[0]
-        first = None
-        for m in self.hot.tail(sid, page_size=256):
-            if m.seq <= meta.flushed_seq:
-                break
-            first = m
-        return first
+        return self.maintainer.status.first_unarchived(sid, meta)
 
     def failed_jobs(self) -> int:
         """Flush jobs in RQ's failed registry (0 without workers: the memory backend)."""
-        if not self.hot.needs_worker:
-            return 0
-        from rq.registry import FailedJobRegistry
-
-        registry = FailedJobRegistry(self.config.redis.queue, connection=self.hot.queue_connection())
-        return int(registry.count)
+        return self.queue.failed_count() if self.queue is not None else 0
 
     def info(self, session_id: str) -> SessionInfo:
         """The session's counters, status and tiers, from the hot tier when it is loaded, else
         from its archive row; it neither loads the session nor renews its TTL."""
-        sid = check_session_id(session_id)
-        meta = self.hot.meta(sid)
-        archived, _, _ = self.cold.stats(sid)
-        if meta is not None:
-            return SessionInfo.of(sid, meta, hot_count=self.hot.length(sid), archived_count=archived,
-                                  ttl_left=self.hot.ttl_left(sid))
-        row = self.cold.session(sid)
-        if row is None:
-            raise NotFoundError(f"no session {sid}; see `hermes-redis session list`")
-        return SessionInfo.of(sid, SessionMeta.from_row(row), archived_count=archived, tier="archive")
+        return self.maintainer.status.info(check_session_id(session_id))
 
     def turns(self, session_id: str) -> tuple[int, int]:
         """(turns in the stored history, turns its summary covers), without reading the
         history: a turn starts at a user message."""
-        return self.maintainer.turns(check_session_id(session_id))
+        return self.maintainer.read.turns(check_session_id(session_id))
 
     def list_sessions(self, user_id: str | None = None, status: str | None = "active",
                       limit: int | None = 50, cursor: str | None = None) -> SessionPage:
@@ -532,24 +348,12 @@ class SessionMemory:
             raise ValidationError(f"unknown status {status!r}: use one of {', '.join(STATUSES)}, all")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             raise ValidationError(f"limit must be a positive number of sessions, not {limit!r}")
-        after = _cursor_key(cursor) if cursor is not None else None
-        rows = self.cold.sessions_page(user_id, status, -1 if limit is None else limit + 1, after)
-        more = limit is not None and len(rows) > limit
-        rows = rows[:limit] if limit is not None else rows
-        sids = [r["session_id"] for r in rows]
-        infos = []
-        for sid, row, meta in zip(sids, rows, self.hot.metas(sids), strict=True):
-            if meta is not None:
-                infos.append(SessionInfo.of(sid, meta))
-            else:
-                infos.append(SessionInfo.of(sid, SessionMeta.from_row(row), tier="archive",
-                                            archived_count=int(row["message_count"] or 0)))
-        nxt = _cursor_of(rows[-1]) if more and rows else None
+        infos, nxt = self.maintainer.read.sessions(user_id, status, limit, cursor)
         return SessionPage(infos, next_cursor=nxt)
 
     def short_ids(self, sids: Sequence[str], minimum: int = 8) -> dict[str, str]:
         """The shortest unique prefix (at least ``minimum`` characters) of each of ``sids``."""
-        from hermes_redis.render import short_ids
+        from hermes_redis.core.models import short_ids
 
         return short_ids(list(sids), sorted(set(sids) | self.cold.neighbours(sids)), minimum)
 
@@ -559,23 +363,7 @@ class SessionMemory:
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("search query is empty: give at least one word")
         check_text(query, "search query", len(query))
-        hits = self.cold.search(query, user_id=user_id, limit=limit)
-        seen = {(h.session_id, h.seq) for h in hits}
-        # Not yet archived: only the backlog's sessions, only their unarchived messages, and
-        # matched as the archive matches (fts_matches), so a hit does not change on a flush.
-        backlog = self.hot.backlog_sessions(time.time())
-        for sid, meta in zip(backlog, self.hot.metas(backlog), strict=True):
-            if meta is None or (user_id is not None and meta.user_id != user_id):
-                continue
-            if meta.status == "deleted":
-                continue
-            for m in self.hot.tail(sid, page_size=256):
-                if m.seq <= meta.flushed_seq:
-                    break
-                if (sid, m.seq) not in seen and fts_matches(query, m.content):
-                    hits.append(SearchHit(sid, m.seq, m.role, snippet(m.content, query),
-                                          meta.title, 0.0, "hot"))
-        return hits[:limit]
+        return self.maintainer.search(check_query(query, "search query"), user_id, limit)
 
     # --- changing ----------------------------------------------------------------------------
     def flush(self, session_id: str) -> int:
@@ -586,7 +374,7 @@ class SessionMemory:
         """Archive the backlog, then summarize older turns into the summary now, even under the
         caps; None when there is nothing to fold. The archive keeps every message."""
         sid = check_session_id(session_id)
-        self._meta(sid)
+        self.maintainer.load(sid)
         return self.maintainer.compact(sid, force=True)
 
     def sweep(self, grace: float = 30.0) -> list[str]:
@@ -599,22 +387,14 @@ class SessionMemory:
         keep them from coming back); returns how many messages went."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValidationError(f"number of turns must be a positive integer, not {n!r}")
-        sid = check_session_id(session_id)
-        self._meta(sid)
-        turns = split_turns(self.messages(sid))
-        return self._forget(sid, [m for t in turns[-n:] for m in t])
+        return self.maintainer.forget_last(check_session_id(session_id), n)
 
     def forget_keyword(self, session_id: str, keyword: str) -> int:
         """Forget every message containing ``keyword`` (case-insensitive), as ``forget_last``."""
         if not isinstance(keyword, str) or not keyword.strip():
             raise ValidationError("keyword is empty: give the word to forget")
         sid = check_session_id(session_id)
-        self._meta(sid)
-        needle = keyword.strip().lower()
-        return self._forget(sid, [m for m in self.messages(sid) if needle in m.content.lower()])
-
-    def _forget(self, sid: str, doomed: list[Message]) -> int:
-        return self.maintainer.forget(sid, doomed)
+        return self.maintainer.forget_matching(sid, keyword.strip().lower())
 
     def pop(self, session_id: str) -> Message | None:
         """Remove and return the newest message (None: the session has none), from both tiers
@@ -627,11 +407,7 @@ class SessionMemory:
         """Empty the context (hot turns and summary); the archive and memories stay.
         ``history=True`` also forgets every message, from both tiers for good (``messages``
         is then empty); persistent memories still stay."""
-        sid = check_session_id(session_id)
-        if history:
-            self._meta(sid)
-            self.maintainer.forget(sid, self.messages(sid), memories=False)  # /clear keeps them
-        self.maintainer.clear(sid)
+        self.maintainer.clear(check_session_id(session_id), history)
 
     def archive(self, session_id: str) -> None:
         """Keep everything but stop loading the session into context."""
@@ -654,23 +430,18 @@ class SessionMemory:
         text = check_content(text, self.config.limits.max_content_bytes)
         if session_id is not None:
             check_session_id(session_id)
-        if not self.cold.knows_user(user_id):
-            raise NotFoundError(f"no user {user_id[:80]}: they have no session and no API key; "
-                                "create a session for them first (or check the spelling)")
-        memory_id, _ = self.book.add(user_id, text.strip(), session_id)
-        assert memory_id is not None  # only an extracted memory can be refused
-        return memory_id
+        return self.book.remember(user_id, text.strip(), session_id)
 
     def memories(self, user_id: str, query: str | None = None,
                  superseded: bool = False) -> list[Memory]:
         """The user's current persistent memories, oldest first (``superseded``: with the
         ones newer memories replaced); with ``query``, only those sharing a distinctive word
         with it (the recall's terms: stems, CJK pairs), best match first."""
-        rows = self.cold.memories(_check_user(user_id), superseded=superseded)
-        if query is None:
-            return rows
-        check_text(query, "query", len(query))
-        return relevant(rows, query, key=lambda m: m.content)
+        user_id = _check_user(user_id)
+        if query is not None:
+            check_text(query, "query", len(query))
+            query = check_query(query)
+        return self.book.memories(user_id, query, superseded)
 
     def forget_memory(self, memory_id: str, user_id: str | None = None) -> None:
         """Delete one persistent memory (of ``user_id`` when given: another user's memory
@@ -678,11 +449,7 @@ class SessionMemory:
         the user's cached memories are dropped."""
         if not isinstance(memory_id, str) or not memory_id or len(memory_id) > 128:
             raise ValidationError("memory_id must be 1-128 characters: the id remember() returned")
-        found = self.cold.memory(memory_id)
-        if found is None or (user_id is not None and found.user_id != user_id):
-            raise NotFoundError(f"no memory {memory_id[:80]}; list the user's memories for its id")
-        self.cold.forget_memory(memory_id)
-        self.hot.memories_changed(found.user_id)  # after the commit: the next read reloads
+        self.book.forget(memory_id, user_id)
 
 
 def _check_user(user_id: object) -> str:
@@ -691,68 +458,6 @@ def _check_user(user_id: object) -> str:
     return user_id
 
 
-class MemoryPressure:
-    """Back-pressure before Redis is full. An INFO round trip every ``every`` bytes of
-    appended text or ``interval`` seconds, and before every append once past ``warn`` of
-    maxmemory (a warning at most once a minute). Past ``limit``, appends are refused
-    before anything is written, so workers keep the headroom they need to drain.
+from hermes_redis.core.api import SessionAPI  # noqa: E402  issue 29: the API contract
 
-    Counted in bytes, not messages: an INFO and its parse cost about two appends, and at
-    every 64 messages that was 3 % of an append's time with messages of 300 bytes."""
-
-    def __init__(self, hot: HotStore, warn: float, limit: float, every: int = 256 * 1024,
-                 interval: float = 5.0) -> None:
-        self.hot, self.warn, self.limit = hot, warn, limit
-        self.every, self.interval = every, interval
-        self._count, self._next, self._warned, self._near = 0, 0.0, -60.0, False
-
-    def check(self) -> None:
-        """Raise BackendUnavailableError when Redis is past ``limit`` of maxmemory."""
-        now = time.monotonic()
-        if not self._near and self._count < self.every and now < self._next:
-            return
-        self._count, self._next = 0, now + self.interval
-        try:
-            use = self.hot.memory_use()
-        except HermesError:
-            return  # the append itself reports an unreachable Redis
-        if use is None or not use[1]:
-            self._near = False
-            return
-        share = use[0] / use[1]
-        self._near = share >= self.warn
-        url = self.hot.url or "in-process"
-        if share >= self.limit:
-            raise BackendUnavailableError(
-                f"Redis at {url} is nearly out of memory ({share:.0%} of maxmemory, over "
-                f"redis.memory_limit {self.limit:.0%}), nothing was written; start a worker to "
-                "archive the backlog or raise maxmemory")
-        if self._near and now - self._warned >= 60.0:
-            self._warned = now
-            log.warning("Redis at %s uses %.0f%% of maxmemory (%d of %d MiB): appends are refused "
-                        "past %.0f%%; start workers to drain the backlog, or raise maxmemory",
-                        url, 100 * share, use[0] >> 20, use[1] >> 20, 100 * self.limit)
-
-    def appended(self, msgs: Sequence[Message]) -> None:
-        """Count what ``msgs`` add (their text, and a hundred bytes each for the rest)."""
-        self._count += sum(len(m.content) + len(m.tool_calls) + len(m.item_json) + 100
-                           for m in msgs)
-
-
-def _cursor_of(row: dict[str, Any]) -> str:
-    raw = json.dumps([row["updated_at"], row["session_id"]]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _cursor_key(cursor: str) -> tuple[str, str]:
-    """The (updated_at, session_id) a cursor stands for; a bad one is a ValidationError."""
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        updated, sid = json.loads(raw)
-        if isinstance(updated, str) and isinstance(sid, str):
-            return updated, sid
-    except (ValueError, TypeError):
-        pass
-    raise ValidationError(f"cursor {cursor[:40]!r} is not one a listing returned; "
-                          "pass the next_cursor of the previous page")
-
+_conforms: type[SessionAPI] = SessionMemory  # issue 29: mypy checks the library against it

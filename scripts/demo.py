@@ -1,48 +1,146 @@
-"""A short conversation through the API on the configured backend (embedded Redis by default):
-what an agent process does, then what the worker does, then what goes to the model."""
+"""The product in one run (``bash scripts/run.sh``), on the configured backend (the embedded
+Redis by default): a 59-message conversation (scripts/demo_chat.py) goes into session
+``demo-session``, a worker archives and compacts it, then the demo shows what the model would
+get at a 2,000-token window — its parts with their tokens —, the early fact that recall brings
+back for the newest question, the persistent memory a "记住…" turn stored, and ``info``'s usage
+line.
+
+Each run starts ``demo-session`` afresh (deleted, purged, and the ``demo`` user's memories
+forgotten), so runs do not pile up sessions."""
 
 from __future__ import annotations
 
 import sys
+import textwrap
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from hermes_redis import SessionMemory
-from workers.worker import run
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_chat beside this file
 
-TURNS = [
-    ("帮我写一个 FastAPI 的用户认证接口", "好的：用 JWT，access token 30 min，refresh token 7 d。"),
-    ("密码怎么存？", "We decided to use bcrypt + salt; see app/auth/security.py."),
-    ("数据库呢？", "项目用 PostgreSQL 16，不用 MySQL。Schema in migrations/001_users.sql."),
-    ("Who reviews the PR?", "Priya reviews it on Friday; open item: rate limiting?"),
-]
+from demo_chat import EXCHANGES, PORT, QUESTION, REMEMBER
+
+from hermes_redis import SessionMemory, commands
+from hermes_redis.cli import render
+from hermes_redis.core import config as config_mod
+from hermes_redis.core.errors import NotFoundError
+from hermes_redis.core.models import Context, Message
+from hermes_redis.jobs.worker import run
+
+SESSION = "demo-session"
+USER = "demo"
+WINDOW = 2_000  # tokens: a small model window, so 59 messages do not fit whole
 
 
-def main() -> None:
-    config = Path(__file__).resolve().parent.parent / "config.yml"
-    mem = SessionMemory.from_config(config)
-    sid = mem.create_session(user_id="demo")
-    for _ in range(4):
-        for user, reply in TURNS:
-            mem.append(sid, "user", user)
-            mem.append(sid, "assistant", reply)
-    mem.remember("demo", "项目用 PostgreSQL，不用 MySQL", session_id=sid)
-    print(f"session {sid}: appended {mem.info(sid).message_count} messages to the hot tier")
-    if mem.hot.name == "redis":
-        run(mem, burst=True)  # what `hermes-redis worker` does continuously
+def short(text: str, width: int = 88) -> str:
+    return textwrap.shorten(" ".join(text.split()), width, placeholder=" …")
+
+
+def seqs(messages: Sequence[Message]) -> str:
+    if not messages:
+        return "-"
+    first, last = messages[0].seq, messages[-1].seq
+    return f"#{first}" if first == last else f"#{first}–#{last}"
+
+
+def reset(mem: SessionMemory) -> None:
+    """Forget the previous run: its session (both tiers, archive rows too) and the demo user's
+    memories."""
+    try:
+        mem.info(SESSION)
+    except NotFoundError:
+        pass
     else:
-        mem.flush(sid)
-    mem.compact(sid)
-    info = mem.info(sid)
-    print(f"archived: {info.archived_count}  hot: {info.hot_count}  summary covers seq 1..{info.summary_seq}")
-    ctx = mem.context(sid)
-    print(f"context: {ctx.tokens} tokens of {ctx.window} ({ctx.usage:.2%}), {len(ctx.messages)} messages")
-    for chat in ctx.as_chat():
-        print(f"  [{chat['role']}] {chat['content'][:200]}")
-    hits = mem.search("认证", user_id="demo")
-    print(f"search '认证': {len(hits)} hit(s); first: {hits[0].snippet if hits else '-'}")
-    print(f"\nnext: scripts/run.sh info {sid[:8]}   |   scripts/run.sh session list")
-    mem.close()
+        mem.delete(SESSION, purge=True)
+    for memory in mem.memories(USER, superseded=True):
+        mem.forget_memory(memory.memory_id, USER)
+
+
+def converse(mem: SessionMemory) -> None:
+    mem.create_session(user_id=USER, session_id=SESSION)
+    for user, reply in EXCHANGES:
+        mem.append_many(SESSION, [{"role": "user", "content": user},
+                                  {"role": "assistant", "content": reply}])
+    mem.append(SESSION, "user", QUESTION)
+
+
+def show_context(ctx: Context, parts: dict[str, int]) -> None:
+    print(f"\nWhat the model gets at a {WINDOW:,}-token window "
+          f"({ctx.tokens:,} tokens, in this order):")
+    rows = [
+        ("memories", parts["memories"],
+         "; ".join(short(m, 60) for m in ctx.memories) or "-"),
+        ("opening", parts["opening"], f"{seqs(ctx.opening)} the first exchange, as said"),
+        ("summary", parts["summary"],
+         "older turns, condensed: " + short(ctx.summary, 60) if ctx.summary else "-"),
+        ("recalled", parts["recalled"],
+         ", ".join(f"#{m.seq}" for m in ctx.recalled) + " older messages about the question"
+         if ctx.recalled else "-"),
+        ("newest", parts["newest"], f"{seqs(ctx.messages)} verbatim, the question last"),
+    ]
+    for name, tokens, what in rows:
+        share = f"{tokens / ctx.tokens:4.0%}" if ctx.tokens else "   -"
+        print(f"  {name:<9}{tokens:>6,} tokens {share}  {what}")
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    """``demo.py [CONFIG]``: the config file (default: the repo's config.yml, the embedded Redis)."""
+    path = argv[0] if argv else Path(__file__).resolve().parent.parent / "config.yml"
+    config = config_mod.load(path)
+    config = config.with_overrides(model={"context_window": WINDOW, "reply_reserve": 0})
+    with SessionMemory(config) as mem:
+        where = mem.hot.url or mem.hot.name
+        print(f"demo: session {SESSION} on {mem.hot.name} ({where}), archive {config.archive_path}")
+        reset(mem)
+        started = time.monotonic()
+        converse(mem)
+        info = mem.info(SESSION)
+        print(f"demo: appended {info.message_count} messages ({info.total_tokens:,} tokens) "
+              f"in {time.monotonic() - started:.1f} s")
+
+        started = time.monotonic()
+        if mem.hot.needs_worker:
+            run(mem, burst=True)  # what `hermes-redis worker` does all the time
+            how = "a worker (hermes-redis worker --burst)"
+        else:
+            mem.flush(SESSION)
+            how = "in-process (memory backend)"
+        if mem.info(SESSION).summary_seq == 0:  # under the caps: fold now, as `session compact`
+            mem.compact(SESSION)
+        info = mem.info(SESSION)
+        print(f"demo: {how} archived {info.archived_count} messages and compacted: the summary "
+              f"covers #1–#{info.summary_seq}, {info.hot_count} stay in Redis "
+              f"({time.monotonic() - started:.1f} s)")
+
+        ctx = mem.context(SESSION, budget=WINDOW, touch=False)
+        show_context(ctx, render.context_parts(ctx, mem.tokenizer))
+
+        print(f'\nRecall: the newest question, #{ctx.messages[-1].seq} "{short(QUESTION, 70)}"')
+        found = [m for m in ctx.recalled if PORT in m.content]
+        if found:
+            for m in found:
+                print(f'  brought back #{m.seq} ({m.role}), said {info.last_seq - m.seq} messages '
+                      f'earlier: "{short(m.content, 80)}"')
+        else:
+            print(f"  the context holds no message with {PORT} (recall found it not)")
+
+        print("\nMemory: a user turn that starts with 记住 (remember) stored a persistent memory:")
+        said = next(m for m in mem.messages(SESSION) if m.content == REMEMBER)
+        memories = mem.memories(USER)
+        for memory in memories:
+            print(f'  [{memory.kind}] from #{said.seq} "{short(said.content, 40)}": '
+                  f"{short(memory.content, 60)}")
+        if not memories:
+            print(f"  none stored from #{said.seq}")
+        print("  every new session of user demo opens with it (the memories part above)")
+
+        print("\ninfo (the /info slash command; `hermes-redis info` shows the same, longer):")
+        for line in (commands.handle(mem, SESSION, "/info") or "").splitlines():
+            print(f"  {line}")
+        print(f"\nnext: bash scripts/run.sh info {SESSION}   |   bash scripts/run.sh session resume "
+              f"{SESSION}   |   bash scripts/run.sh serve")
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

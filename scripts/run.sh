@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set everything up and run hermes-redis on the embedded default (a private Redis under
 # ~/.hermes/data, no service to install).
-#   scripts/run.sh            a demo conversation: append, archive, compact, context, search
+#   scripts/run.sh            the demo (scripts/demo.py): a conversation archived and compacted,
+#                             the context at 2,000 tokens as its parts, recall, a memory, /info
 #   scripts/run.sh serve      the HTTP API on 127.0.0.1:8080 AND a worker (archiving and
 #                             compaction run without a second terminal); Ctrl-C stops both
 #   scripts/run.sh worker     the long-running worker that archives and compacts sessions

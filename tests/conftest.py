@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from hermes_redis import Config, SessionMemory
-from hermes_redis.archive import Archive, ArchiveStore
-from hermes_redis.archive_pg import PostgresArchive
+from hermes_redis.store.archive import Archive, ArchiveStore
+from hermes_redis.store.archive.postgres import PostgresArchive
 from tests.postgres_server import PostgresServer
 from tests.redis_cluster import ClusterServers
 from tests.redis_server import RedisServer

@@ -29,6 +29,9 @@ def serve_config(directory: Path, redis_url: str, **extra: dict[str, object]) ->
         "archive": {"data_dir": str(directory / "data"), "path": str(directory / "memory.db")},
     }
     stack.merge(data, redis_url)
+    # issue 33: one process unless a test asks for more (`serve`'s default is one per core;
+    # a SIGKILLed manager would leave its workers behind)
+    data["server"] = {"workers": 1}
     for section, values in extra.items():
         data[section] = {**data.get(section, {}), **values}  # type: ignore[dict-item]
     return write_config(data, directory / "config.yml")

@@ -15,7 +15,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from hermes_redis.embedded import redis_server_binary
+from hermes_redis.store.embedded import redis_server_binary
 
 
 def free_port() -> int:

@@ -12,11 +12,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from hermes_redis import archive_pg
-from hermes_redis.archive import Archive, ArchiveStore, Forgotten, parse_ts
-from hermes_redis.archive_pg import PostgresArchive, fts_vector, term_query, ts_query
-from hermes_redis.errors import BackendUnavailableError
-from hermes_redis.models import Message
+from hermes_redis.core.errors import BackendUnavailableError
+from hermes_redis.core.models import Message, parse_ts
+from hermes_redis.store.archive import Archive, ArchiveStore, Forgotten
+from hermes_redis.store.archive import postgres as archive_pg
+from hermes_redis.store.archive.postgres import PostgresArchive, fts_vector, term_query, ts_query
 
 T0 = 1_700_000_000.25
 
@@ -296,8 +296,8 @@ def test_search_ranks_and_isolates_users(archive: ArchiveStore) -> None:
 
 def test_a_word_in_more_messages_than_search_ranks_ranks_its_newest(
         archive: ArchiveStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    module = "hermes_redis.archive" if type(archive).__name__ == "Archive" \
-        else "hermes_redis.archive_pg"
+    module = "hermes_redis.store.archive.sqlite" if type(archive).__name__ == "Archive" \
+        else "hermes_redis.store.archive.postgres"
     archive.write(row("old"), msgs("old", ["deploy"]))  # the best match by rank, but oldest
     archive.write(row("new"), msgs("new", [f"we deploy the build number {i} to staging today"
                                            for i in range(6)], start=1))
@@ -329,7 +329,7 @@ def test_search_expands_prefixes_to_terms_as_fts5_would(tmp_path: Path,
     (folded by unicode61) and a schema-5 archive upgraded in place included."""
     import sqlite3
 
-    from hermes_redis import archive as archive_sqlite
+    from hermes_redis.store.archive import sqlite as archive_sqlite
     texts = ["Déploiement prévu demain", "deploy now", "a café nearby", "the cafe is shut",
              "CAFÉS everywhere", "naïve résumé", "resume the run", "deployé partout"]
     queries = ["deplo", "déplo", "deploi", "caf", "cafe", "café", "cafes", "resum", "résumé",
@@ -383,8 +383,8 @@ def test_recall_within_a_span_keeps_only_what_was_said_then(archive: ArchiveStor
 def test_recall_leaves_out_common_terms(archive: ArchiveStore,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     fill(archive)
-    module = "hermes_redis.archive" if type(archive).__name__ == "Archive" \
-        else "hermes_redis.archive_pg"
+    module = "hermes_redis.store.archive.sqlite" if type(archive).__name__ == "Archive" \
+        else "hermes_redis.store.archive.postgres"
     monkeypatch.setattr(f"{module}.RECALL_MAX_POSTINGS", 1)
     # "authentication" is in two messages, "login" in one: only the rare term recalls
     assert [m.seq for m in archive.recall("s1", "authentication endpoint", 0, 99, 5)] == [3, 4]
@@ -516,8 +516,8 @@ def test_pg_unreachable_is_one_clear_line() -> None:
 
 
 def test_pg_doctor_reports_reachable_schema_and_unreachable(pg_url: str) -> None:
-    from hermes_redis.config import Config
-    from hermes_redis.doctor import archive_check
+    from hermes_redis.cli.doctor import archive_check
+    from hermes_redis.core.config import Config
     from tests.redis_server import free_port
 
     config = Config().with_overrides(archive={"url": pg_url})
@@ -590,8 +590,9 @@ def test_pg_cli_end_to_end(tmp_path: Path, redis_url: str, pg_url: str) -> None:
     keys live in PostgreSQL, doctor reports it, and the SQLite file is never created."""
     from click.testing import CliRunner
 
-    from hermes_redis import SessionMemory, config
-    from hermes_redis.cli import cli
+    from hermes_redis import SessionMemory
+    from hermes_redis.cli.main import cli
+    from hermes_redis.core import config
     from tests.helpers import isolated_config
 
     path = isolated_config(tmp_path, redis_url, archive={"url": pg_url})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -16,9 +17,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from hermes_redis import SessionMemory
-from hermes_redis.cli import cli
-from hermes_redis.render import width
-from tests.helpers import chat, isolated_config
+from hermes_redis.cli.main import cli
+from hermes_redis.cli.render import plural, width
+from tests import http_server
+from tests.helpers import archive_query, chat, isolated_config, write_config
 from tests.redis_server import free_port
 
 Run = Callable[..., Result]
@@ -104,6 +106,42 @@ def test_hermes_config_env_picks_the_file(cfg: Path, cmem: SessionMemory) -> Non
     assert [s["session_id"] for s in json.loads(result.stdout)] == [sid]
 
 
+def test_a_remote_server_asked_without_a_key_names_the_option_and_the_variable(
+        tmp_path: Path, redis_url: str) -> None:
+    config = http_server.serve_config(tmp_path, redis_url)
+    made = http_server.cli(config, "key", "create", "--user", "alice", "--json")
+    key = json.loads(made.stdout)["key"]
+    server = http_server.ServeProcess(config).start()
+    try:
+        bare = CliRunner().invoke(cli, ["--server", server.url, "session", "list"])
+        assert bare.exit_code == 6
+        assert one_error_line(bare.stderr) == (
+            f"Error: {server.url} needs an API key: pass --api-key KEY or set HERMES_API_KEY "
+            "(`hermes-redis key create --user U` on the server's host makes one)")
+        wrong = CliRunner().invoke(cli, ["--server", server.url, "--api-key", "hk_wrong", "info", "x"])
+        assert wrong.exit_code == 6 and "invalid or revoked API key" in one_error_line(wrong.stderr)
+        keyed = CliRunner().invoke(cli, ["--server", server.url, "session", "list", "--json"],
+                                   env={"HERMES_API_KEY": key})
+        assert keyed.exit_code == 0 and json.loads(keyed.stdout) == [], keyed.output
+
+        def remote(*args: str, **kwargs: Any) -> Result:  # create, append, import: over HTTP too
+            return CliRunner().invoke(cli, ["--server", server.url, "--api-key", key, *args],
+                                      **kwargs)
+
+        sid = remote("session", "create", "--title", "remote").stdout.strip()
+        assert remote("session", "append", sid, "--role", "user", input="hi\n").exit_code == 0
+        source = tmp_path / "two.jsonl"
+        source.write_text('{"role": "user", "content": "a"}\n{"role": "tool", "content": "b"}\n')
+        made = json.loads(remote("session", "import", str(source), "--json").stdout)
+        assert made["messages"] == 2 and remote("session", "import", str(source), "--session",
+                                                sid).exit_code == 0
+        with SessionMemory.from_config(config) as local:
+            assert [m.content for m in local.messages(sid)] == ["hi", "a", "b"]
+            assert local.info(sid).user_id == local.info(made["session_id"]).user_id == "alice"
+    finally:
+        server.stop()
+
+
 # --- prefixes ----------------------------------------------------------------------------------
 def test_session_ids_accept_a_unique_prefix(run: Run, cmem: SessionMemory) -> None:
     for sid in ("abc-1", "abc-2", "xyz-1"):
@@ -187,7 +225,7 @@ def test_info_shows_both_tiers(run: Run, cmem: SessionMemory) -> None:
     assert f"Session:     {sid}" in out
     assert "Title:       帮我写一个 FastAPI 的用户认证接口" in out
     assert "Messages:    4 total: 4 hot (Redis), 0 archived" in out
-    assert re.search(r"^Token usage: \d+ / 200K \(<1%\)$", out, re.M), out
+    assert re.search(r"^Token usage: \d+ / 200K \(<1%\): verbatim \d+$", out, re.M), out
     assert "TTL:         no expiry: 4 messages not yet archived" in out
     assert "Backlog:     4 messages not yet archived (seq 1–4)" in out
     assert "Encoding:    cl100k_base" in out
@@ -212,7 +250,11 @@ def test_info_json_is_complete(run: Run, cmem: SessionMemory) -> None:
                                "budget": cmem.config.context_budget,
                                "usage": round(ctx.tokens / 200_000, 4),
                                "shape": "4 messages verbatim from #1", "first_seq": 1,
-                               "opening": [], "recalled": []}
+                               "opening": [], "recalled": [],
+                               "parts": ctx.parts, "whole": True,  # issue 30
+                               "archived_through": 0, "summarized_through": 0,
+                               "extracted_through": 0}
+    assert sum(ctx.parts.values()) == ctx.tokens
     assert data["turns"] == 2 and data["warning"] is None and data["backend"] == "redis"
     assert data["encoding"].startswith("cl100k_base")
 
@@ -233,11 +275,50 @@ def test_info_warns_past_80_percent(tmp_path: Path, redis_url: str) -> None:
     assert usage > 0.8
     result = CliRunner().invoke(cli, ["--config", str(path), "info", sid])
     pct = round(usage * 100)
-    assert re.search(rf"^Token usage: \d+ / 1K \({pct}%\)$", result.stdout, re.M), result.stdout
+    assert re.search(rf"^Token usage: \d+ / 1K \({pct}%\): (summary \d+, )?(recalled \d+, )?"
+                     r"verbatim \d+$", result.stdout, re.M), result.stdout
     warning = result.stdout.strip().splitlines()[-1]
-    assert warning.startswith(f"⚠ context is {pct}% full: run `hermes-redis session forget")
+    assert warning == (f"⚠ context is {pct}% full: /remember what matters (`hermes-redis memory "
+                       f"add TEXT --user alice`), then /clear (`hermes-redis session clear "
+                       f"{sid[:8]}`) to start afresh; the archive keeps every turn")
     data = json.loads(CliRunner().invoke(cli, ["--config", str(path), "info", sid, "--json"]).stdout)
     assert data["warning"] == warning
+
+
+def test_the_usage_line_splits_the_context_into_summary_recall_and_verbatim(
+        tmp_path: Path, redis_url: str) -> None:
+    """Past the threshold the context fills its budget with a summary, recalled excerpts and
+    the newest turns: the usage line says how much each takes, and the parts add up."""
+    path = isolated_config(tmp_path, redis_url, model={"context_window": 1000, "reply_reserve": 0},
+                           memory={"session": {"backend": "redis",
+                                               "compression": {"keep_recent": 2}}})
+    with SessionMemory.from_config(path) as mem:
+        sid = mem.create_session(user_id="dana")
+        for i in range(6):
+            mem.append(sid, "user", f"Step {i}: explain blue-green deploys again, " + "in detail " * 30)
+            mem.append(sid, "assistant", f"Answer {i}: two environments, switch traffic; "
+                       + "roll back " * 30)
+        mem.compact(sid)
+        mem.remember("dana", "deploys go out on Tuesdays", session_id=sid)
+        ctx = mem.context(sid, touch=False)
+    assert ctx.summary and ctx.recalled and ctx.memories  # every part is there
+    out = CliRunner().invoke(cli, ["--config", str(path), "info", sid]).stdout
+    usage = re.search(r"^Token usage: (\d+) / 1K \(\d+%\): memories (\d+), summary (\d+), "
+                      r"recalled (\d+), verbatim (\d+)$", out, re.M)
+    assert usage, out
+    total, *parts = (int(n) for n in usage.groups())
+    assert total == ctx.tokens == sum(parts)
+    assert parts[1] > 0 and parts[2] > 0 and parts[3] >= sum(m.token_count for m in ctx.messages)
+    resumed = CliRunner().invoke(cli, ["--config", str(path), "session", "resume", sid,
+                                       "--query", ""]).stdout  # no recall: the rest verbatim
+    head = resumed.splitlines()
+    usage = re.match(r"Token usage: (\d+) / 1K \(\d+%\): memories (\d+), summary (\d+), "
+                     r"verbatim (\d+); ", head[1])
+    assert usage, head[1]
+    total, *parts = (int(n) for n in usage.groups())
+    assert total == sum(parts) > 800
+    assert head[2].startswith("⚠ context is") and "/clear" in head[2]
+    assert "forget" not in out + resumed
 
 
 def test_info_shows_summary_coverage_and_ttl_never(tmp_path: Path, redis_url: str) -> None:
@@ -402,6 +483,18 @@ def test_worker_burst_archives_the_backlog(run: Run, cmem: SessionMemory) -> Non
     assert info.backlog == 0 and info.archived_count == 4
 
 
+def test_serve_on_a_busy_port_is_one_line_with_its_own_exit_code(run: Run) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("serve", "--port", str(port))
+    assert result.exit_code == 7, result.output
+    assert one_error_line(result.stderr) == (f"Error: port {port} on 127.0.0.1 is in use by "
+                                             "another process; pick another with --port")
+    assert "Serving" not in result.output
+
+
 def test_worker_refuses_the_memory_backend(tmp_path: Path, redis_url: str) -> None:
     path = isolated_config(tmp_path, redis_url, backend="memory")
     result = CliRunner().invoke(cli, ["--config", str(path), "worker", "--burst"])
@@ -413,6 +506,50 @@ def test_server_stop_when_not_running(run: Run, cfg: Path) -> None:
     result = run("server", "stop")
     assert result.exit_code == 0
     assert "is not running" in result.stdout
+
+
+def doctor_checks(config: Path) -> tuple[int, dict[str, dict[str, str]]]:
+    """doctor's exit code and its checks by name (the last of a name)."""
+    result = CliRunner().invoke(cli, ["--config", str(config), "doctor", "--json"])
+    assert "Traceback" not in result.output
+    return result.exit_code, {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+
+
+def test_doctor_fails_without_a_worker_whatever_the_redis(run: Run, cfg: Path,
+                                                          tmp_path: Path) -> None:
+    """Embedded Redis stopped or running, a configured one reachable or not: no worker is
+    a failure each time, and each fix fits the state it names."""
+    tag = tmp_path.name[-8:]
+    own = write_config({"redis": {"key_prefix": f"e{tag}", "queue": f"q{tag}"},
+                        "archive": {"data_dir": str(tmp_path / "data"),
+                                    "path": str(tmp_path / "memory.db")}}, tmp_path / "own.yml")
+    code, checks = doctor_checks(own)
+    assert code == 1
+    assert checks["embedded"]["status"] == "warn" and "stopped" in checks["embedded"]["detail"]
+    assert checks["embedded"]["fix"] == "start it now: `hermes-redis server start`"
+    assert checks["workers"]["status"] == "fail" and "is stopped" in checks["workers"]["detail"]
+    assert "`hermes-redis worker`" in checks["workers"]["fix"]
+    assert not (tmp_path / "data" / "redis.sock").exists()  # doctor started nothing
+
+    started = run("server", "start", config=own)
+    try:
+        assert started.exit_code == 0 and started.stdout.startswith("Started the embedded Redis")
+        assert "already runs" in run("server", "start", config=own).stdout
+        code, checks = doctor_checks(own)
+        assert code == 1 and checks["embedded"]["status"] == "ok"
+        assert checks["workers"]["status"] == "fail"
+        assert checks["workers"]["detail"].startswith(f"no worker serves queue 'q{tag}'")
+    finally:
+        assert "Stopped" in run("server", "stop", config=own).stdout
+
+    code, checks = doctor_checks(cfg)  # the configured Redis, no worker on its queue
+    assert code == 1 and checks["workers"]["status"] == "fail"
+    assert checks["workers"]["fix"] == "start one: `hermes-redis worker`"
+    dead = isolated_config(tmp_path, f"redis://127.0.0.1:{free_port()}/0")
+    code, checks = doctor_checks(dead)
+    assert code == 1 and checks["redis"]["status"] == "fail"
+    assert checks["workers"]["status"] == "fail" and "cannot be reached" in checks["workers"]["detail"]
+    assert run("server", "start").exit_code == 2  # redis.url is configured: nothing to start
 
 
 def test_memory_backend_cli_reads_the_archive(tmp_path: Path, redis_url: str) -> None:
@@ -496,3 +633,120 @@ def test_session_pop_and_clear_history(run: Run, cmem: SessionMemory) -> None:
     assert json.loads(run("session", "pop", sid, "--json").output) is None
     result = run("session", "pop", "nosuchsession")
     assert result.exit_code == 3 and "no session matches" in result.output
+
+
+# --- create, append, import ----------------------------------------------------------------------
+def test_session_create_and_append_from_the_shell(run: Run, cmem: SessionMemory) -> None:
+    made = run("session", "create", "--user", "erin", "--title", "shell demo")
+    assert made.exit_code == 0, made.output
+    sid = made.stdout.strip()
+    info = cmem.info(sid)
+    assert (info.user_id, info.title, info.status) == ("erin", "shell demo", "active")
+    assert json.loads(run("session", "create", "--json").stdout)["user_id"] == "default"
+
+    said = run("session", "append", sid[:10], "--role", "user", "--content", "帮我写一个接口")
+    msg = cmem.messages(sid)[-1]
+    assert said.stdout == (f"Appended message 1 (user, {plural(msg.token_count, 'token')}) to "
+                           f"session {sid}.\n")
+    piped = run("session", "append", sid, "--role", "assistant", "--json",
+                input="first line\nsecond line\n")
+    data = json.loads(piped.stdout)
+    assert data["seq"] == 2 and data["content"] == "first line\nsecond line"  # one \n dropped
+    assert [m.content for m in cmem.messages(sid)] == ["帮我写一个接口", "first line\nsecond line"]
+
+    assert run("session", "append", sid, "--role", "robot", "--content", "x").exit_code == 2
+    empty = run("session", "append", sid, "--role", "user", input="")
+    assert empty.exit_code == 2 and "content is empty" in one_error_line(empty.stderr)
+    assert run("session", "append", "nosuch", "--role", "user", "--content", "x").exit_code == 3
+    assert cmem.info(sid).message_count == 2
+
+
+def rich_session(mem: SessionMemory) -> str:
+    """A session with every kind of field an export carries."""
+    sid = mem.create_session(user_id="frank", title="导入导出 round trip")
+    mem.append(sid, "user", "帮我读一下 app/auth.py\n\n然后改一下", created_at=1_700_000_000.5)
+    mem.append(sid, "assistant", "calling a tool",
+               tool_calls=[{"id": "c1", "name": "read", "arguments": {"path": "app/auth.py"}}])
+    mem.append(sid, "tool", "print('hi')", file_refs=["app/auth.py", "app/main.py"])
+    mem.append(sid, "assistant", "", item={"type": "message", "content": [{"text": "done ✓"}]})
+    mem.append(sid, "user", "a heading quoted in a message stays text:\n"
+               "## 1 · user · 2020-01-01 00:00\nthe end")
+    return sid
+
+
+def as_compared(messages: list[Any], *, exact: bool) -> list[tuple[Any, ...]]:
+    """What a round trip keeps: role, content, seq order, tool calls and files; with JSON
+    lines also the item and the time said."""
+    return [(m.seq, m.role, m.content, json.loads(m.tool_calls) if m.tool_calls else None,
+             m.file_refs, *((m.item, m.created_at) if exact else ())) for m in messages]
+
+
+def test_export_then_import_gives_the_same_messages_in_both_tiers(
+        config_factory: Callable[..., Any], backend: str, tmp_path: Path) -> None:
+    cfg = config_factory(backend)
+    path = write_config(cfg, tmp_path / "config.yml")
+    with SessionMemory(cfg) as mem:
+        sid = rich_session(mem)
+        original = mem.messages(sid)
+        for fmt, exact in (("jsonl", True), ("markdown", False)):
+            target = tmp_path / f"out.{'md' if fmt == 'markdown' else 'jsonl'}"
+            out = CliRunner().invoke(cli, ["--config", str(path), "session", "export", sid,
+                                           "--format", fmt, "-o", str(target)])
+            assert out.exit_code == 0, out.output
+            made = CliRunner().invoke(cli, ["--config", str(path), "session", "import",
+                                            str(target), "--json"])
+            assert made.exit_code == 0, made.output
+            data = json.loads(made.stdout)
+            new = data["session_id"]
+            assert new != sid and (data["messages"], data["first_seq"], data["last_seq"]) == (5, 1, 5)
+            copied = mem.messages(new)
+            assert as_compared(copied, exact=exact) == as_compared(original, exact=exact), fmt
+            assert not {m.message_id for m in copied} & {m.message_id for m in original}
+            if fmt == "markdown":
+                assert [int(m.created_at) // 60 for m in copied] == [
+                    int(m.created_at) // 60 for m in original]  # to the minute, truncated
+                info = mem.info(new)
+                assert (info.user_id, info.title) == ("frank", "导入导出 round trip")
+            mem.flush(new)  # the archive holds the same messages, in order
+            assert archive_query(cfg, "SELECT seq, role, content FROM messages WHERE "
+                                 "session_id=? ORDER BY seq", (new,)) == [
+                (m.seq, m.role, m.content) for m in original]
+
+
+def test_import_onto_a_session_in_batches_and_bad_files_change_nothing(
+        run: Run, cmem: SessionMemory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sid = chat(cmem, turns=1)
+    rows = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"line {i}"}
+            for i in range(7)]
+    source = tmp_path / "seven.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    monkeypatch.setattr("hermes_redis.cli.transfer.MAX_BATCH", 3)
+    added = run("session", "import", str(source), "--session", sid[:8])
+    assert added.exit_code == 0, added.output
+    assert added.stdout == f"Imported 7 messages from {source} into session {sid} (seq 3–9).\n"
+    assert [m.content for m in cmem.messages(sid)][2:] == [r["content"] for r in rows]
+
+    before = {i.session_id for i in cmem.list_sessions(status="all")}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "ok"}\n{"role": "robot", "content": "no"}\n')
+    refused = run("session", "import", str(bad))
+    assert refused.exit_code == 2
+    assert one_error_line(refused.stderr).startswith(f"Error: {bad} line 2: unknown role 'robot'")
+    prose = tmp_path / "notes.txt"
+    prose.write_text("this is neither\n")
+    assert "is not JSON" in run("session", "import", str(prose), "--format", "jsonl").stderr
+    assert "holds no messages" in one_error_line(run("session", "import", str(prose)).stderr)
+    assert {i.session_id for i in cmem.list_sessions(status="all")} == before
+    both = run("session", "import", str(source), "--session", sid, "--user", "x")
+    assert both.exit_code == 2 and cmem.info(sid).message_count == 9
+
+    rows[4]["content"] = "   "  # the library refuses it: the third batch is not written
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    partial = run("session", "import", str(source), "--session", sid)
+    assert partial.exit_code == 2
+    assert "(in the batch from message 4; messages 1–3 were imported into session" in (
+        one_error_line(partial.stderr))
+    assert cmem.info(sid).message_count == 12
+
+    piped = run("session", "import", "-", "--user", "gina", input=json.dumps(rows[0]) + "\n")
+    assert piped.exit_code == 0 and "from stdin into session" in piped.stdout

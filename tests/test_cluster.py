@@ -12,9 +12,9 @@ import redis
 from redis.crc import key_slot
 
 from hermes_redis import SessionMemory
-from hermes_redis.errors import ConfigError
-from hermes_redis.hot import SLOTS, ClusterHot, RedisHot, slot_tag
-from workers.worker import run
+from hermes_redis.core.errors import ConfigError
+from hermes_redis.jobs.worker import run
+from hermes_redis.store.hot import SLOTS, ClusterHot, RedisHot, slot_tag
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def test_every_key_a_script_gets_is_in_the_session_slot(cmem):
     for _ in range(200):
         sid = uuid.uuid4().hex
         keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(sid), hot.backlog_key(sid),
-                hot.full_key(sid)]
+                hot.full_key(sid), hot.ids_key(sid)]
         assert len({key_slot(k.encode()) for k in keys}) == 1
     user = [hot.memories_key("alice"), hot.memories_gen_key("alice")]
     assert len({key_slot(k.encode()) for k in user}) == 1
@@ -79,7 +79,7 @@ def test_sweep_and_a_worker_find_the_backlog_on_every_shard(cmem):
         cmem.append(sid, "user", f"hello from {sid[:6]}")
     assert sorted(cmem.hot.backlog_sessions(time.time())) == sorted(sids)
     assert set(cmem.hot.session_ids()) == set(sids)
-    queue = cmem.hot.queue_connection()
+    queue = cmem.queue.connection
     assert not isinstance(queue, redis.RedisCluster)  # RQ queues on redis.queue_url
     queue.delete(f"rq:queue:{cmem.config.redis.queue}")  # every flush job is lost
     assert cmem.sweep(grace=0) == sorted(sids)
@@ -127,7 +127,7 @@ def test_queue_url_moves_the_queue_of_a_standalone_redis(config_factory, redis_c
     cfg = config_factory("single").with_overrides(redis={"queue_url": redis_cluster.nodes[0].url})
     mem = SessionMemory(cfg)
     assert type(mem.hot) is RedisHot
-    assert mem.hot.queue_connection() is not mem.hot.client
+    assert mem.queue.connection is not mem.hot.client
     mem.close()
 
 
@@ -145,7 +145,7 @@ def test_listing_every_slot_costs(cmem):
 
 
 def test_doctor_checks_every_primary_and_reads_the_backlog_of_every_slot(cmem):
-    from hermes_redis import doctor
+    from hermes_redis.cli import doctor
 
     sid = cmem.create_session()
     cmem.append(sid, "user", "waiting for a worker")
@@ -177,7 +177,7 @@ def test_a_node_that_lost_its_scripts_still_serves_appends_and_reads(cmem):
 
 
 def test_cluster_true_on_a_plain_redis_is_a_one_line_error(config_factory, redis_url):
-    from hermes_redis.errors import BackendUnavailableError
+    from hermes_redis.core.errors import BackendUnavailableError
 
     cfg = config_factory("single").with_overrides(redis={"cluster": True, "queue_url": redis_url})
     with pytest.raises(BackendUnavailableError, match=r"redis\.cluster") as err:
@@ -186,7 +186,7 @@ def test_cluster_true_on_a_plain_redis_is_a_one_line_error(config_factory, redis
 
 
 def test_the_environment_sets_cluster_and_queue_url(monkeypatch, tmp_path):
-    from hermes_redis import config
+    from hermes_redis.core import config
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HERMES_REDIS_CLUSTER", "true")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hermes_redis import SessionMemory
@@ -114,7 +116,24 @@ def test_info_reports_usage(mem: SessionMemory) -> None:
     lines = reply.splitlines()
     assert lines[0].startswith(f"Session {sid[:8]} · 问题 0") and lines[0].endswith("· active")
     assert lines[1].startswith("Messages: 6 total: ")
-    assert lines[2].startswith("Token usage: ") and lines[2].endswith("/ 200K (<1%)")
+    assert re.fullmatch(r"Token usage: \d+ / 200K \(<1%\): verbatim \d+", lines[2]), lines[2]
+    assert not any(line.startswith("⚠") for line in lines)
+
+
+def test_info_past_80_percent_advises_remember_then_clear(config_factory, backend: str) -> None:  # type: ignore[no-untyped-def]
+    config = config_factory(backend).with_overrides(model={"context_window": 1000,
+                                                           "reply_reserve": 0})
+    with SessionMemory(config) as mem:
+        sid = helpers.chat(mem, "alice", turns=6, say=lambda i: (
+            f"question {i}: " + "lorem ipsum " * 40, f"answer {i}: " + "dolor sit " * 40))
+        usage = mem.context(sid).usage
+        assert usage > 0.8
+        reply = handle(mem, sid, "/info")
+    assert reply is not None
+    assert reply.splitlines()[-1] == (
+        f"⚠ context is {round(usage * 100)}% full: /remember what matters, then /clear to start "
+        "afresh; the archive keeps every turn")
+    assert "forget" not in reply
 
 
 def test_library_errors_come_back_as_text(mem: SessionMemory) -> None:

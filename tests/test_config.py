@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_redis import config
-from hermes_redis.errors import ConfigError
+from hermes_redis.core import config
+from hermes_redis.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 

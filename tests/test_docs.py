@@ -6,7 +6,11 @@ aliases too) and environment override is in docs/config.md's tables."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import subprocess
+import sys
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,8 +18,11 @@ from pathlib import Path
 import click
 import pytest
 
-from hermes_redis import config as config_module
-from hermes_redis.cli import cli
+from hermes_redis.cli.main import cli
+from hermes_redis.core import config as config_module
+from tests.http_server import ServeProcess, serve_config
+from tests.http_server import cli as serve_cli
+from tests.redis_server import RedisServer
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 OPTION_RE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
@@ -162,6 +169,178 @@ def test_the_environment_table_is_the_overrides() -> None:
     for var, keys in config_module.ENV_OVERRIDES.items():
         assert rows.get(var) == f"`{'.'.join(keys)}`", f"docs/config.md: {var} -> {keys}"
     source = "\n".join(p.read_text(encoding="utf-8")
-                       for p in (DOCS.parent / "hermes_redis").glob("*.py"))
+                       for p in (DOCS.parent / "hermes_redis").rglob("*.py"))
     for var in set(rows) - set(config_module.ENV_OVERRIDES):
         assert f"{var}" in source, f"docs/config.md documents {var}, which nothing reads"
+
+
+# --- the examples run as written ----------------------------------------------------------------
+# Every ```python block of these pages runs, as its own process, against a real `hermes-redis
+# serve` (a private Redis and archive) from a directory whose config.yml is that deployment's, with
+# $HERMES_SERVER_URL and $HERMES_API_KEY (alice's key) set as the pages say. A python block
+# followed at once by a plain ``` block must print exactly that block.
+EXAMPLE_PAGES = ("http.md", "mcp.md", "integrations.md", "../README.md")
+NEEDS_A_MODEL = "from agents import"  # the OpenAI Agents SDK example calls OpenAI's API
+
+
+def python_examples(page: str) -> list[tuple[str, str | None]]:
+    """The page's python blocks in order, each with the output block right after it (or None)."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    fences = list(re.finditer(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M))
+    out: list[tuple[str, str | None]] = []
+    for i, fence in enumerate(fences):
+        if fence.group(1) != "python":
+            continue
+        after = fences[i + 1] if i + 1 < len(fences) else None
+        shown = (after.group(2) if after is not None and after.group(1) == ""
+                 and not text[fence.end():after.start()].strip() else None)
+        out.append((fence.group(2), shown))
+    return out
+
+
+EXAMPLES = [(page, i) for page in EXAMPLE_PAGES for i in range(len(python_examples(page)))]
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer
+               ) -> Iterator[tuple[Path, dict[str, str]]]:
+    """A directory holding the deployment's config.yml, and the environment the pages assume."""
+    if redis_server.proc is None:
+        redis_server.start()
+    directory = tmp_path_factory.mktemp("examples")
+    config = serve_config(directory, redis_server.url)
+    key = json.loads(serve_cli(config, "key", "create", "--user", "alice", "--json").stdout)["key"]
+    server = ServeProcess(config).start()
+    try:
+        yield directory, {"HERMES_SERVER_URL": server.url, "HERMES_API_KEY": key,
+                          "HERMES_CONFIG": str(config)}
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("page", "index"), EXAMPLES, ids=[f"{p}#{i + 1}" for p, i in EXAMPLES])
+def test_the_python_examples_run(page: str, index: int,
+                                 deployment: tuple[Path, dict[str, str]]) -> None:
+    code, shown = python_examples(page)[index]
+    if NEEDS_A_MODEL in code:
+        pytest.skip("calls OpenAI's API (needs OPENAI_API_KEY); the adapter's tests run its calls")
+    directory, env = deployment
+    script = directory / f"example-{Path(page).stem}-{index}.py"
+    script.write_text(code, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=directory, timeout=120, env={**os.environ, **env})
+    assert done.returncode == 0, f"docs/{page} example {index + 1} failed:\n{done.stderr}"
+    if shown is not None:
+        assert done.stdout == shown, f"docs/{page} example {index + 1} prints otherwise"
+
+
+# --- the walkthrough in docs/cli.md runs as written --------------------------------------------
+# "A session, start to finish" up to "Slash commands": every `$ ` line, in order, in one bash
+# script, on the embedded default (a private Redis under the walkthrough's data directory, which
+# is a temporary one here). Each command's output must be what the page shows after it, once
+# ids, times, scores and the temporary directory are set aside. `WRITE_DOCS=1` pastes
+# the outputs of the run into the page instead (then review the diff).
+WALK = ("## A session, start to finish", "## Slash commands")
+WALK_DIR = "/tmp/hermes-demo"
+VARYING = [  # (pattern, what it stands for): what differs from run to run
+    # an id: 8 to 32 hex digits with a letter and a digit, or exactly 8 or 32 of them (an
+    # 8-character id is all digits about one time in 40)
+    (re.compile(r"(?<![0-9a-f])(?:(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,32}|[0-9a-f]{32}"
+                r"|[0-9a-f]{8})(?![0-9a-f])"), "<id>"),
+    (re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d(:\d\d)?"), "<time>"),
+    (re.compile(r"\(\d+[smhd]( \d+[smh])? ago\)"), "(<ago>)"),
+    (re.compile(r"\d+[mh]( \d+[sm])? left"), "<n> left"),
+    (re.compile(r"\d+\.\d+"), "<float>"),
+    (re.compile(r'"ttl_left": \d+'), '"ttl_left": <n>'),
+]
+
+
+@dataclasses.dataclass
+class Step:
+    command: str
+    shown: list[str]
+
+
+def walkthrough_steps(text: str) -> list[Step]:
+    start, end = (text.index(h) for h in WALK)
+    steps: list[Step] = []
+    for block in re.findall(r"^```console\n(.*?)^```$", text[start:end], re.S | re.M):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append(Step(line[2:], []))
+            elif steps:
+                steps[-1].shown.append(line)
+    return steps
+
+
+def normalize(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        for pattern, stand_in in VARYING:
+            line = pattern.sub(stand_in, line)
+        out.append(line.rstrip())
+    return out
+
+
+def run_walkthrough(steps: list[Step], directory: Path) -> list[tuple[int, list[str]]]:
+    """Each step's exit code and output (stdout and stderr, as a terminal shows them)."""
+    (directory / "home").mkdir()
+    outputs = directory / ".out"
+    outputs.mkdir()
+    script = ["set +e", f"cd {directory}", f'export PATH="{Path(sys.executable).parent}:$PATH"',
+              f'export HOME="{directory}/home"', "unset $(env | grep -o '^HERMES_[A-Z_]*')"]
+    for i, step in enumerate(steps):
+        command = step.command.replace(WALK_DIR, str(directory))
+        cat = re.fullmatch(r"cat (\S+)", command)
+        if cat:  # the page shows the file: write it first
+            (directory / cat.group(1)).write_text(
+                "\n".join(step.shown).replace(WALK_DIR, str(directory)) + "\n", encoding="utf-8")
+        script.append(f"{{ {command}\n}} >{outputs}/{i} 2>&1; rc=$?; echo $rc >{outputs}/{i}.rc; "
+                      "(exit $rc)")
+    (directory / "walk.sh").write_text("\n".join(script) + "\n", encoding="utf-8")
+    try:
+        subprocess.run(["bash", str(directory / "walk.sh")], timeout=600, check=False,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("HERMES_")})
+    finally:
+        subprocess.run([sys.executable, "-m", "hermes_redis", "--config",
+                        str(directory / "config.yml"), "server", "stop"],
+                       capture_output=True, timeout=60, check=False, env={"HOME": str(directory / "home"),
+                                                                          "PATH": os.environ["PATH"]})
+    results = []
+    for i in range(len(steps)):
+        rc = int((outputs / f"{i}.rc").read_text() or 1) if (outputs / f"{i}.rc").exists() else -1
+        text = (outputs / f"{i}").read_text(encoding="utf-8") if (outputs / f"{i}").exists() else ""
+        results.append((rc, text.replace(str(directory), WALK_DIR).splitlines()))
+    return results
+
+
+@pytest.mark.stack("default", reason="the walkthrough runs on the embedded Redis and a SQLite "
+                   "archive whatever the stack: once is enough")
+def test_the_cli_walkthrough_runs_as_shown(tmp_path: Path) -> None:
+    page = DOCS / "cli.md"
+    text = page.read_text(encoding="utf-8")
+    steps = walkthrough_steps(text)
+    assert len(steps) > 50
+    results = run_walkthrough(steps, tmp_path)
+    if os.environ.get("WRITE_DOCS"):
+        start, end = (text.index(h) for h in WALK)
+        region, done = text[start:end], iter(results)
+
+        def paste(block: re.Match[str]) -> str:
+            lines: list[str] = []
+            for line in block.group(1).splitlines():
+                if line.startswith("$ "):
+                    lines.append(line)
+                    lines.extend(next(done)[1])
+            return "```console\n" + "".join(f"{line}\n" for line in lines) + "```"
+
+        region = re.sub(r"^```console\n(.*?)^```$", paste, region, flags=re.S | re.M)
+        page.write_text(text[:start] + region + text[end:], encoding="utf-8")
+    failures = []
+    for step, (rc, got) in zip(steps, results, strict=True):
+        if rc < 0:
+            failures.append(f"$ {step.command}\n  did not run (an earlier step stopped the script)")
+        elif normalize(got) != normalize(step.shown):
+            failures.append(f"$ {step.command}\n  shown:\n    " + "\n    ".join(step.shown)
+                            + "\n  printed:\n    " + "\n    ".join(got))
+    assert not failures, "docs/cli.md walkthrough differs:\n" + "\n".join(failures[:5])

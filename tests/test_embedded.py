@@ -5,8 +5,9 @@ import sys
 
 import pytest
 
-from hermes_redis import Config, SessionMemory, embedded
-from hermes_redis.errors import BackendUnavailableError
+from hermes_redis import Config, SessionMemory
+from hermes_redis.core.errors import BackendUnavailableError
+from hermes_redis.store import embedded
 
 pytestmark = pytest.mark.stack("default", reason="the embedded redis-server and SQLite file a "
                                "config without redis.url/archive.url gets; no test stack")

@@ -8,10 +8,20 @@ import sqlite3
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis.archive import SCHEMA_VERSION, Archive
-from hermes_redis.backends import open_archive
-from hermes_redis.extraction import extract, is_durable, near_duplicate, topic_of
-from hermes_redis.models import Message
+from hermes_redis.context.summarizers import SUMMARIZERS, provider
+from hermes_redis.core import config
+from hermes_redis.core.models import Message
+from hermes_redis.memory.extraction import (
+    EXTRACTORS,
+    ChatExtractor,
+    RuleExtractor,
+    extract,
+    is_durable,
+    near_duplicate,
+    topic_of,
+)
+from hermes_redis.store.archive import SCHEMA_VERSION, Archive
+from hermes_redis.store.open import open_archive
 from tests.helpers import chat_model, serve
 
 
@@ -41,6 +51,25 @@ def test_topics_name_the_choice_not_the_rejected_option():
     assert topic_of("We also use Rust for the CLI.") is None  # additive: replaces nothing
     assert near_duplicate("I prefer a functional style.", "I really prefer a functional style")
     assert not near_duplicate("Our API port is 8080.", "Our API port is 9090.")
+
+
+def test_cjk_statements_are_compared_by_their_ideographs():
+    assert near_duplicate("我们用 PostgreSQL 数据库", "我们用 PostgreSQL 数据库。")
+    assert not near_duplicate("我们决定用 PostgreSQL", "我们决定用 MySQL 数据库")
+    # kana are particles and endings: the same ones must not make two choices one fact
+    assert not near_duplicate("私はPythonが好きです", "私はRustが好きです")
+
+
+def test_extractors_are_registered_by_the_summarizers_provider_names():
+    endpoint = config.Summarizer(base_url="http://127.0.0.1:1/v1", api_key="k-1", timeout=3.0)
+    assert set(EXTRACTORS) == set(SUMMARIZERS)
+    assert isinstance(EXTRACTORS[provider("default", endpoint.base_url)]("default", endpoint),
+                      RuleExtractor)
+    chat = EXTRACTORS[provider("tiny", endpoint.base_url)]("tiny", endpoint)
+    assert isinstance(chat, ChatExtractor) and chat.name == "chat:tiny"
+    assert (chat.base_url, chat.api_key, chat.timeout) == ("http://127.0.0.1:1/v1", "k-1", 3.0)
+    with pytest.raises(ValueError, match="base_url"):
+        EXTRACTORS["chat"]("tiny", config.Summarizer())
 
 
 def test_extract_keeps_users_sentences_once():

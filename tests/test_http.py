@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis import config as config_mod
-from hermes_redis.models import new_message_id
+from hermes_redis.core import config as config_mod
+from hermes_redis.core.models import new_message_id
 from tests.http_server import ServeProcess, serve_config
 from tests.redis_server import RedisServer
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hermes_redis.config import load as load_config
-from hermes_redis.server import KEY_CACHE_SECONDS
+from hermes_redis.core.config import load as load_config
+from hermes_redis.server.auth import KEY_CACHE_SECONDS
 from tests.helpers import archive_dump, archive_query
 from tests.http_server import ServeProcess, cli, serve_config
 from tests.redis_server import RedisServer
@@ -145,7 +145,7 @@ def test_another_users_session_answers_404_like_an_unknown_one(bob: httpx.Client
     for method, path, body in calls:
         r = bob.request(method, path, json=body)
         assert code(r) == (404, "not_found"), (method, path, r.text)
-        assert r.json()["error"]["message"] == f"no session {sid}; see `hermes-redis session list`"
+        assert r.json()["error"]["message"] == f"no session {sid}; list your sessions to find its id"
         assert "alice" not in r.text
     # nothing bob did changed alice's session
     assert bob.get("/v1/sessions").json()["sessions"] == [] or all(
@@ -285,8 +285,9 @@ def test_mcp_at_slash_mcp_takes_the_same_keys_and_scopes(server: ServeProcess, a
 
 def test_a_checked_key_is_trusted_for_the_cache_time_only() -> None:
     """Auth asks the archive once per key per KEY_CACHE_SECONDS; a bad key every time."""
-    from hermes_redis.keys import ApiKey
-    from hermes_redis.server import ApiError, Auth
+    from hermes_redis.server.auth import Auth
+    from hermes_redis.server.errors import ApiError
+    from hermes_redis.store.api_keys import ApiKey
 
     class Keys:
         def __init__(self) -> None:

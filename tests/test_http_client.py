@@ -12,12 +12,10 @@ from pathlib import Path
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis import config as config_mod
-from hermes_redis.archive import SearchHit
 from hermes_redis.client import AuthError, HermesClient
-from hermes_redis.compaction import CompactResult
-from hermes_redis.errors import BackendUnavailableError, NotFoundError, StateError, ValidationError
-from hermes_redis.models import Context, Message, SessionInfo, new_message_id
+from hermes_redis.core import config as config_mod
+from hermes_redis.core.errors import BackendUnavailableError, NotFoundError, StateError, ValidationError
+from hermes_redis.core.models import CompactResult, Context, Message, SearchHit, SessionInfo, new_message_id
 from tests.http_server import ServeProcess, cli, serve_config
 from tests.redis_server import RedisServer, free_port
 
@@ -268,3 +266,16 @@ def test_a_proxy_in_the_environment_sends_the_calls_through_httpx(
     monkeypatch.setenv("no_proxy", "10.0.0.5")
     with HermesClient("http://10.0.0.5:8080") as remote:
         assert remote._direct is not None
+
+
+def test_forget_memory_keeps_to_the_named_user(remote: HermesClient) -> None:
+    """``forget_memory(id, user_id)`` as the library's: the key's own user forgets it; a user
+    key naming another user is refused (403, AuthError) and nothing is forgotten."""
+    mid = remote.remember(None, "alice takes her tea without sugar")
+    with pytest.raises(AuthError):
+        remote.forget_memory(mid, user_id="bob")
+    assert mid in [m.memory_id for m in remote.memories()]
+    remote.forget_memory(mid, user_id="alice")
+    assert mid not in [m.memory_id for m in remote.memories(superseded=True)]
+    with pytest.raises(NotFoundError):
+        remote.forget_memory(mid, user_id="alice")

@@ -12,9 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from hermes_redis import SessionMemory
-from hermes_redis import config as config_mod
-from hermes_redis.keys import KeyStore
-from hermes_redis.server import create_app
+from hermes_redis.core import config as config_mod
+from hermes_redis.server.app import create_app
+from hermes_redis.store.api_keys import KeyStore
 from tests.http_server import serve_config
 from tests.redis_server import RedisServer
 
@@ -47,8 +47,9 @@ def pair(mem: SessionMemory, require_keys: bool = False) -> tuple[TestClient, Te
     fast = create_app(mem.config, mem=mem, require_keys=require_keys)
     slow = create_app(mem.config, mem=mem, require_keys=require_keys)
     slow.front = None  # type: ignore[attr-defined]
-    return TestClient(fast, raise_server_exceptions=False), \
-        TestClient(slow, raise_server_exceptions=False)
+    # issue 35: the server answers loopback Host names only (TestClient's is "testserver")
+    return TestClient(fast, base_url="http://127.0.0.1", raise_server_exceptions=False), \
+        TestClient(slow, base_url="http://127.0.0.1", raise_server_exceptions=False)
 
 
 def same(a: object, b: object) -> None:

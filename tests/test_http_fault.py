@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from hermes_redis.models import new_message_id
+from hermes_redis.core.models import new_message_id
 from tests.http_server import ServeProcess, serve_config
 from tests.redis_server import RedisServer
 

@@ -57,5 +57,10 @@ def test_run_sh_serve_starts_the_server_and_a_worker(tmp_path: Path) -> None:
             proc.wait(10)
         subprocess.run([str(ROOT / ".venv/bin/hermes-redis"), "server", "stop"], env=env,
                        capture_output=True, check=False, timeout=30)
-    left = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True)
-    assert left.stdout.strip() == "", "the server or worker outlived Ctrl-C"
+    # A zombie has exited; it stays listed only until PID 1 reaps it, and a
+    # container's PID 1 may never do so. Only living processes count.
+    listing = subprocess.run(["ps", "-o", "pid=,stat=,cmd=", "-g", str(proc.pid)],
+                             capture_output=True, text=True).stdout
+    rows = [line.split(None, 2) for line in listing.splitlines() if line.strip()]
+    alive = [" ".join(row) for row in rows if not row[1].startswith("Z")]
+    assert alive == [], "the server or worker outlived Ctrl-C:\n" + "\n".join(alive)

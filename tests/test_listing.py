@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from hermes_redis.cli import cli
-from hermes_redis.errors import AmbiguousIdError, NotFoundError, ValidationError
+from hermes_redis.cli.main import cli
+from hermes_redis.core.errors import AmbiguousIdError, NotFoundError, ValidationError
 from tests.helpers import write_config
 
 

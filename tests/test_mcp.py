@@ -29,12 +29,12 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from hermes_redis import SessionMemory
-from hermes_redis.mcp_server import build_mcp, mcp_asgi_app
+from hermes_redis.server.mcp import build_mcp, mcp_asgi_app
 from tests.helpers import isolated_config
 from tests.redis_server import free_port
 
 TOOLS = {"create_session", "append", "context", "remember", "recall", "info", "forget",
-         "list_sessions"}
+         "list_sessions", "continue_session", "fork_session"}  # issue 30
 
 
 @pytest.fixture
@@ -188,7 +188,7 @@ def test_stdio_bad_input_is_a_one_line_tool_error_and_changes_nothing(cfg: Path,
             ("append", {"session_id": sid, "role": "user", "content": "   "},
              "content is empty: send at least one non-blank character"),
             ("append", {"session_id": missing, "role": "user", "content": "hello"},
-             f"no session {missing}; see `hermes-redis session list`"),
+             f"no session {missing}; list your sessions to find its id"),
             ("append", {"session_id": "../etc", "role": "user", "content": "hello"},
              "invalid session id '../etc': use 1-64 characters of letters, digits, '_' or '-'"),
             ("context", {"session_id": sid, "budget": 0},
@@ -199,7 +199,7 @@ def test_stdio_bad_input_is_a_one_line_tool_error_and_changes_nothing(cfg: Path,
             ("forget", {"session_id": sid, "last": 0}, "number of turns must be a positive integer, not 0"),
             ("remember", {"text": "no owner"}, "say whose memory this is: give user_id or session_id"),
             ("recall", {"query": "  "}, "search query is empty: give at least one word"),
-            ("info", {"session_id": missing}, f"no session {missing}; see `hermes-redis session list`"),
+            ("info", {"session_id": missing}, f"no session {missing}; list your sessions to find its id"),
         ]
         for tool, args, message in cases:
             assert error_line(await client.call_tool(tool, args)) == message, (tool, args)
@@ -317,7 +317,7 @@ def test_streamable_http_routed_at_mcp_scopes_each_request(cfg: Path, cmem: Sess
                                                            "content": "over HTTP"}))
                 assert got["seq"] == 1
                 theirs = error_line(await client.call_tool("context", {"session_id": bob}))
-                assert theirs == f"no session {bob}; see `hermes-redis session list`"
+                assert theirs == f"no session {bob}; list your sessions to find its id"
 
             async def as_admin(client: Client) -> None:
                 got = ok(await client.call_tool("context", {"session_id": bob, "query": ""}))

@@ -1,7 +1,7 @@
 import pytest
 
-from hermes_redis.errors import ValidationError
-from hermes_redis.models import (
+from hermes_redis.core.errors import ValidationError
+from hermes_redis.core.models import (
     SEQ_OFFSET,
     Message,
     check_content,

@@ -10,9 +10,9 @@ import pytest
 import redis
 from redis.connection import AbstractConnection
 
-from hermes_redis import hot
-from hermes_redis.hot import ClusterHot
-from hermes_redis.models import META_FIELDS, Message, SessionMeta
+from hermes_redis.core.models import META_FIELDS, Message, SessionMeta
+from hermes_redis.store.hot import ClusterHot
+from hermes_redis.store.hot import base as hot
 
 
 @pytest.mark.stack("default", reason="the single Redis's key layout; a cluster shards the index "
@@ -22,7 +22,7 @@ def test_keys_of_a_session_share_one_hash_tag(rmem, redis_client):
     rmem.append(sid, "user", "hi")
     prefix = rmem.config.redis.key_prefix
     keys = {k.decode() for k in redis_client.keys(f"{prefix}:*")}
-    assert keys == {f"{prefix}:{{{sid}}}:meta", f"{prefix}:{{{sid}}}:msgs",
+    assert keys == {f"{prefix}:{{{sid}}}:meta", f"{prefix}:{{{sid}}}:msgs", f"{prefix}:{{{sid}}}:ids",
                     f"{prefix}:sessions", f"{prefix}:backlog", f"{prefix}:run-id"}
 
 
@@ -31,7 +31,8 @@ def test_a_retried_append_is_not_stored_twice(rmem):
     sid = "retry-me"
     hot.create(sid, SessionMeta.new("u", "", time.time()), 0)
     msg = Message(sid, 0, "user", "once", 1)
-    keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(sid), hot.backlog_key(sid), hot.full_key(sid)]
+    keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(sid), hot.backlog_key(sid),
+            hot.full_key(sid), hot.ids_key(sid)]
     args = [repr(time.time()), sid, "", 0, 1, msg.pack(), 1, msg.message_id, ""]
     first = hot._scripts["append"](keys=keys, args=args)
     args[3] = 1  # the reply was lost: the client sends it again
@@ -227,7 +228,7 @@ def test_a_read_takes_the_meta_by_name_not_the_forgot_marks(rmem):
     rmem.append_many(sid, [{"role": "user", "content": f"m{i}"} for i in range(310)])
     for _ in range(300):
         rmem.pop(sid)
-    keys = [rmem.hot.meta_key(sid), rmem.hot.list_key(sid)]
+    keys = [rmem.hot.meta_key(sid), rmem.hot.list_key(sid), rmem.hot.ids_key(sid)]
     values = rmem.hot._read(keys, [-1, 4000], [], 64)[0]
     assert len(values) == len(META_FIELDS)
     assert len(rmem.hot.client.hkeys(keys[0])) > 300  # the marks are there
@@ -260,7 +261,7 @@ def test_a_read_decodes_only_the_entries_it_has_not_seen(rmem):
 
 def test_the_read_script_names_the_meta_fields_the_model_has():
     """read.lua returns the values of its FIELDS list, which hot._meta names by META_FIELDS."""
-    script = (Path(__file__).parents[1] / "hermes_redis" / "lua" / "read.lua").read_text()
+    script = (Path(__file__).parents[1] / "hermes_redis" / "store" / "hot" / "lua" / "read.lua").read_text()
     listed = re.search(r"^local FIELDS = \{(.*?)\}", script, re.M | re.S)
     assert listed is not None
     assert tuple(re.findall(r"'(\w+)'", listed.group(1))) == META_FIELDS
@@ -320,7 +321,7 @@ def test_a_redis_that_may_evict_is_refused_unless_accepted(tmp_path, caplog):
     import logging
 
     from hermes_redis import SessionMemory
-    from hermes_redis.errors import ConfigError
+    from hermes_redis.core.errors import ConfigError
     from tests.conftest import make_config
     from tests.redis_server import RedisServer
 
@@ -343,7 +344,7 @@ def test_a_redis_that_may_evict_is_refused_unless_accepted(tmp_path, caplog):
 def test_info_shows_that_redis_persists_nothing(tmp_path):
     """A Redis with neither AOF nor RDB is used, and `info` says what a restart would cost."""
     from hermes_redis import SessionMemory
-    from hermes_redis.render import report_lines, session_report
+    from hermes_redis.cli.render import report_lines, session_report
     from tests.conftest import make_config
     from tests.redis_server import RedisServer
 

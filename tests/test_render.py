@@ -1,8 +1,9 @@
-"""Rendering for people: token counts, CJK widths, short ids (``hermes_redis.render``)."""
+"""Rendering for people: token counts, CJK widths, short ids (``hermes_redis.cli.render``)."""
 
 from __future__ import annotations
 
-from hermes_redis.render import short_ids, table, tokens_k, truncate, usage_line, width
+from hermes_redis.cli.render import table, tokens_k, truncate, usage_line, width
+from hermes_redis.core.models import short_ids
 
 
 def test_token_counts_read_like_the_design() -> None:

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hermes_redis import SessionMemory
-from hermes_redis.archive import fts_matches, fts_text, fts_tokens
-from hermes_redis.cli import cli
-from hermes_redis.errors import ValidationError
+from hermes_redis.cli.main import cli
+from hermes_redis.core.errors import ValidationError
+from hermes_redis.core.text import fts_matches, fts_text, fts_tokens
 from tests.helpers import isolated_config
 
 

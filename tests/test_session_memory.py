@@ -5,7 +5,7 @@ import time
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis.errors import AmbiguousIdError, NotFoundError, StateError, ValidationError
+from hermes_redis.core.errors import AmbiguousIdError, NotFoundError, StateError, ValidationError
 
 NO_SESSION = r"^no session nosuchsession; see `hermes-redis session list`$"
 
@@ -221,7 +221,7 @@ def test_search_matches_word_prefixes_in_both_tiers(mem):
 
 
 def test_an_append_sent_twice_with_its_own_id_is_stored_once(mem):
-    from hermes_redis.models import new_message_id
+    from hermes_redis.core.models import new_message_id
 
     sid = mem.create_session()
     mid = new_message_id()
@@ -293,7 +293,7 @@ def test_append_many_stores_a_turn_in_order(mem):
 
 
 def test_append_many_retried_with_its_ids_stores_nothing_twice(mem):
-    from hermes_redis.models import new_message_id
+    from hermes_redis.core.models import new_message_id
 
     sid = mem.create_session()
     turn = [{"role": "user", "content": "q", "message_id": new_message_id()},
@@ -335,7 +335,7 @@ def test_append_many_with_one_bad_message_stores_nothing(mem, messages, error):
     (lambda m, sid: m.search("find\x00me"), "search query contains a NUL"),
 ])
 def test_text_that_storage_cannot_hold_is_a_clear_error_and_stores_nothing(mem, call, match):
-    from hermes_redis.errors import ValidationError
+    from hermes_redis.core.errors import ValidationError
 
     sid = mem.create_session(user_id="ann")
     before = (len(mem.list_sessions(status="all", limit=None)), len(mem.messages(sid)))

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from hermes_redis.compaction import split_turns
-from hermes_redis.models import SessionMeta
+from hermes_redis.core.models import SessionMeta
+from hermes_redis.tiers.read import split_turns
 
 
 def test_the_hash_round_trips_every_field_but_the_scripts_counter():

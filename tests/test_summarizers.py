@@ -10,9 +10,17 @@ from typing import ClassVar
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis.models import Message
-from hermes_redis.summarizers import ChatSummarizer, ExtractiveSummarizer, chat_prompt, parse_summary
-from hermes_redis.tokens import get_tokenizer
+from hermes_redis.context.summarizers import (
+    SUMMARIZERS,
+    ChatSummarizer,
+    ExtractiveSummarizer,
+    chat_prompt,
+    parse_summary,
+    provider,
+)
+from hermes_redis.core import config
+from hermes_redis.core.models import Message
+from hermes_redis.core.tokens import get_tokenizer
 from tests.helpers import chat_model, serve
 
 TOK = get_tokenizer("cl100k_base")
@@ -86,6 +94,21 @@ def test_chat_summarizer_falls_back_offline():
     chat = ChatSummarizer("tiny", "http://127.0.0.1:1/v1", None, 1, ExtractiveSummarizer(TOK))
     out = chat.summarize("", msgs(("assistant", "We decided to use Redis 7.")), 200)
     assert "Redis 7" in out
+
+
+def test_providers_are_registered_by_name():
+    endpoint = config.Summarizer(base_url="http://127.0.0.1:1/v1", api_key="k-1", timeout=3.0)
+    offline = ExtractiveSummarizer(TOK)
+    assert provider("default", endpoint.base_url) == "offline"  # no model named
+    assert provider("tiny", None) == provider("tiny", "") == "offline"  # no endpoint to ask
+    assert provider("tiny", endpoint.base_url) == "chat"
+    assert SUMMARIZERS["offline"]("default", endpoint, offline) is offline
+    chat = SUMMARIZERS["chat"]("tiny", endpoint, offline)
+    assert isinstance(chat, ChatSummarizer) and chat.name == "chat:tiny"
+    assert (chat.base_url, chat.api_key, chat.timeout, chat.fallback) == (
+        "http://127.0.0.1:1/v1", "k-1", 3.0, offline)
+    with pytest.raises(ValueError, match="base_url"):
+        SUMMARIZERS["chat"]("tiny", config.Summarizer(), offline)
 
 
 def test_configured_chat_summarizer_is_used_for_compaction(config_factory, endpoint):

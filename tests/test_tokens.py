@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from hermes_redis import tokens
-from hermes_redis.tokens import get_tokenizer
+from hermes_redis.core import tokens
+from hermes_redis.core.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
 ENC = TOK._enc

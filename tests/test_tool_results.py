@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from hermes_redis.tokens import get_tokenizer
-from hermes_redis.tool_results import kind_of, summarize
+from hermes_redis.context.tool_results import kind_of, summarize
+from hermes_redis.core.tokens import get_tokenizer
 
 TOK = get_tokenizer("cl100k_base")
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("module", ["session_memory.py", "archive.py", "context.py"])
+@pytest.mark.parametrize("module", ["session_memory.py", "store/archive/sqlite.py", "context/assembly.py"])
 def test_code_becomes_its_outline(module):
     src = (REPO / "hermes_redis" / module).read_text()
     out = summarize(src, 2000, TOK, "the archive")
@@ -47,7 +47,7 @@ def test_other_text_keeps_head_and_tail():
 
 
 def test_an_oversized_result_is_summarized_in_context_and_whole_in_the_archive(mem):
-    src = (REPO / "hermes_redis" / "archive.py").read_text()
+    src = (REPO / "hermes_redis" / "store" / "archive" / "sqlite.py").read_text()
     sid = mem.create_session()
     mem.append(sid, "user", "show me archive.py")
     m = mem.append(sid, "tool", src)
@@ -58,8 +58,8 @@ def test_an_oversized_result_is_summarized_in_context_and_whole_in_the_archive(m
 
 
 def test_the_seeds_key_path_works_and_a_conflict_is_an_error(tmp_path):
-    from hermes_redis import config as config_mod
-    from hermes_redis.errors import ConfigError
+    from hermes_redis.core import config as config_mod
+    from hermes_redis.core.errors import ConfigError
 
     path = tmp_path / "c.yml"
     path.write_text("advanced:\n  context_management:\n    tool_result_max_tokens: 500\n"
@@ -77,7 +77,7 @@ def test_a_tool_result_forgotten_before_its_archive_leaves_no_full_text(rmem):
     backend archives at once). A pop or a forget first must take it too: no flush would
     ever delete it, and it has no TTL."""
     mem = rmem
-    src = (REPO / "hermes_redis" / "archive.py").read_text()
+    src = (REPO / "hermes_redis" / "store" / "archive" / "sqlite.py").read_text()
     sid = mem.create_session()
     mem.append(sid, "user", "show me archive.py")
     ids = [mem.append(sid, "tool", src + f"\n# copy {i}").message_id for i in range(2)]

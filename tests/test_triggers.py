@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_redis import SessionMemory, config
-from hermes_redis.errors import ValidationError
-from hermes_redis.triggers import trigger_fact
+from hermes_redis import SessionMemory
+from hermes_redis.core import config
+from hermes_redis.core.errors import ValidationError
+from hermes_redis.memory.triggers import trigger_fact
 
 STORES = [
     ("记住：我们这个项目用 PostgreSQL，不用 MySQL", "我们这个项目用 PostgreSQL，不用 MySQL"),
@@ -65,7 +66,7 @@ def test_an_empty_trigger_refuses_the_message_and_writes_nothing(mem):
 
 
 def test_a_refused_append_keeps_no_memory(mem):
-    from hermes_redis.errors import StateError
+    from hermes_redis.core.errors import StateError
 
     sid = mem.create_session(user_id="ann")
     mem.archive(sid)
@@ -108,7 +109,7 @@ def test_memory_cli_add_list_search_forget(tmp_path, config_factory):
 
     from click.testing import CliRunner
 
-    from hermes_redis.cli import cli
+    from hermes_redis.cli.main import cli
     from tests.helpers import write_config
 
     path = write_config(config_factory("redis"), tmp_path / "c.yml")

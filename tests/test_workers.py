@@ -9,9 +9,9 @@ from redis import Redis
 from rq import Queue
 
 from hermes_redis import SessionMemory
+from hermes_redis.jobs.worker import HermesWorker, run
 from tests.fault.conftest import wait_for
 from tests.helpers import archive_rows, converse
-from workers.worker import HermesWorker, run
 
 FACTS = ["access token 30 min", "refresh token 7 d", "bcrypt + salt", "PostgreSQL 16"]
 
@@ -28,7 +28,7 @@ def test_200_turns_burst_worker_done_criterion(config_factory, redis_kind):
     with SessionMemory(config_factory(redis_kind)) as mem:
         sid = mem.create_session(user_id="alice")
         converse(mem, sid, 200, decisions)
-        assert len(Queue(mem.config.redis.queue, connection=mem.hot.queue_connection())) == 1  # deduplicated
+        assert len(Queue(mem.config.redis.queue, connection=mem.queue.connection)) == 1  # deduplicated
         run(mem, burst=True)
         rows = archive_rows(mem.config, sid)
         assert len(rows) == 400 and len({r[0] for r in rows}) == 400
@@ -133,7 +133,7 @@ def test_sweep_recovers_a_lost_job(config_factory, redis_kind):
     with SessionMemory(config_factory(redis_kind)) as mem:
         sid = mem.create_session()
         converse(mem, sid, 3, decisions)
-        Queue(mem.config.redis.queue, connection=mem.hot.queue_connection()).empty()  # the job is lost
+        Queue(mem.config.redis.queue, connection=mem.queue.connection).empty()  # the job is lost
         assert mem.sweep(grace=0) == [sid]
         run(mem, burst=True)
         assert len(mem.cold.messages(sid)) == 6

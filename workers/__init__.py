@@ -1,1 +1,2 @@
-"""RQ jobs and the worker entry point for hermes-redis."""
+"""The worker process: ``python -m workers``. The job functions and the worker loop it runs
+are library code (``hermes_redis.jobs``)."""

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis.archive import Archive
-from hermes_redis.errors import BackendUnavailableError
+from hermes_redis.core.errors import BackendUnavailableError
+from hermes_redis.jobs.worker import run
+from hermes_redis.store.archive import Archive
 from tests.fault.conftest import Acked, audit, figures
 from tests.helpers import Say, converse
-from workers.worker import run
 
 
 def lorem(size: int = 40) -> Say:

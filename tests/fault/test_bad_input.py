@@ -11,14 +11,15 @@ import logging
 import msgpack
 import pytest
 
-from hermes_redis import SessionMemory, config
-from hermes_redis.errors import ConfigError, HermesError, ValidationError
+from hermes_redis import SessionMemory
+from hermes_redis.core import config
+from hermes_redis.core.errors import ConfigError, HermesError, ValidationError
 from tests.fault.conftest import figures
 from tests.helpers import archive_query
 
 
 def snapshot(mem: SessionMemory) -> tuple[dict[bytes, bytes | None], tuple[int, ...]]:
-    client, queue = mem.hot.client, mem.hot.queue_connection()  # one Redis, or cluster + queue
+    client, queue = mem.hot.client, mem.queue.connection  # one Redis, or cluster + queue
     dump = {k: client.dump(k) for k in client.scan_iter(
         match=f"{mem.config.redis.key_prefix}*", count=1000)}
     dump.update({k: queue.dump(k) for k in queue.scan_iter(
@@ -239,7 +240,7 @@ def test_corrupted_hot_entries_are_reported_and_skipped(seeded, caplog, tmp_path
     client.rpush(key, b"")                                    # empty
     client.lpush(key, b"\x9a\x01\xcf")                        # truncated header at the head
     client.rpush(key, good[-1][:20])                          # truncated entry
-    with caplog.at_level(logging.ERROR, logger="hermes_redis.hot"):
+    with caplog.at_level(logging.ERROR, logger="hermes_redis.store.hot"):
         ctx = mem.context(sid)
         info = mem.info(sid)
         history = mem.messages(sid)

@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from hermes_redis import SessionMemory
-from hermes_redis.backends import open_hot
-from hermes_redis.hot import ClusterHot
+from hermes_redis.store.hot import ClusterHot
+from hermes_redis.store.open import open_hot
 from tests.conftest import make_config
 from tests.fault.conftest import figures
 from tests.helpers import archive_query

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis.context import FOLD_MAX_MESSAGES
+from hermes_redis.context.assembly import FOLD_MAX_MESSAGES
 from tests.fault.conftest import figures
 
 

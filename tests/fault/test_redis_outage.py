@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from rq import Queue, Worker
 
 from hermes_redis import SessionMemory
-from hermes_redis.cli import cli
-from hermes_redis.errors import BackendUnavailableError
+from hermes_redis.cli.main import cli
+from hermes_redis.core.errors import BackendUnavailableError
 from tests.fault.conftest import (
     REPO,
     Acked,

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from hermes_redis import Config, SessionMemory
-from hermes_redis.cli import cli
-from hermes_redis.errors import BackendUnavailableError, ConfigError, NotFoundError
+from hermes_redis.cli.main import cli
+from hermes_redis.core.errors import BackendUnavailableError, ConfigError, NotFoundError
 from tests.fault.conftest import SecureRedis, burst, figures, make_tls_dir
 from tests.helpers import archive_rows, write_config
 

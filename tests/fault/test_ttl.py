@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from hermes_redis import SessionMemory
-from hermes_redis.errors import BackendUnavailableError
+from hermes_redis.core.errors import BackendUnavailableError
 from tests.fault.conftest import Acked, audit, burst, figures
 from tests.helpers import write_config
 from tests.redis_server import RedisServer

@@ -23,7 +23,7 @@ from langchain_core.messages import (
 
 from hermes_redis import SessionMemory
 from hermes_redis.integrations.langchain import HermesChatMessageHistory
-from workers.worker import run as run_worker
+from hermes_redis.jobs.worker import run as run_worker
 
 EVERY_KIND: list[BaseMessage] = [
     SystemMessage("You are a weather bot.", id="s1"),

@@ -19,9 +19,9 @@ from agents import Agent, RunConfig, Runner, SessionSettings, function_tool, set
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from hermes_redis import SessionMemory
-from hermes_redis.errors import ValidationError
+from hermes_redis.core.errors import ValidationError
 from hermes_redis.integrations.openai_agents import HermesSession, role_of
-from workers.worker import run as run_worker
+from hermes_redis.jobs.worker import run as run_worker
 
 pytestmark = pytest.mark.anyio
 set_tracing_disabled(True)  # no trace export: the tests run offline

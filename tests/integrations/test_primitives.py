@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from hermes_redis import SessionMemory
-from hermes_redis import config as config_mod
-from hermes_redis.archive import SCHEMA_VERSION, Archive
 from hermes_redis.client import HermesClient
-from hermes_redis.errors import NotFoundError, ValidationError
-from hermes_redis.models import Message
+from hermes_redis.core import config as config_mod
+from hermes_redis.core.errors import NotFoundError, ValidationError
+from hermes_redis.core.models import Message
+from hermes_redis.store.archive import SCHEMA_VERSION, Archive
 from tests.http_server import ServeProcess, serve_config
 from tests.redis_server import RedisServer
 

@@ -1,0 +1,5 @@
+"""``python -m hermes_redis``: the ``hermes-redis`` command."""
+
+from hermes_redis.cli.main import main
+
+main()
