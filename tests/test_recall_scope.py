@@ -77,6 +77,16 @@ def test_recall_finds_exactly_the_messages_sharing_a_term(archive: ArchiveStore)
         assert set(_seqs(archive, "s", query, limit=1000)) == want, query
 
 
+def test_a_huge_token_is_archived_and_recalled(archive: ArchiveStore) -> None:
+    """A token far longer than any word (a hash dump) archives on every backend (its index
+    row is bounded) and is still found by that token, or by a longer one it starts."""
+    blob = random.Random(0).randbytes(6_000).hex()  # 12,000 characters, incompressible
+    archive.write(row("mine"), msgs("mine", [f"the dump {blob}", "ok", "short words only"]))
+    assert _seqs(archive, "mine", blob)[:1] == [1]
+    assert 3 not in _seqs(archive, "mine", blob)
+    assert _seqs(archive, "mine", "dump")[:1] == [1]
+
+
 def test_forget_and_purge_take_messages_out_of_recall(archive: ArchiveStore) -> None:
     _own(archive)
     _others(archive, 2, random.Random(2))

@@ -32,6 +32,9 @@ _FTS_TOKEN = re.compile(f"[^\\W_{CJK_CHARS}]+|[{CJK_CHARS}]")
 # repeated count once and the terms past the cap are dropped without a word.
 MAX_QUERY_BYTES = 4096
 MAX_QUERY_TERMS = 32
+# Recall's index keeps a term's first 64 characters: a 1 MB token (a hash dump, minified
+# code) is one bounded row, within PostgreSQL's btree limit of about 2.7 KB a key.
+MAX_INDEX_TERM = 64
 
 
 def check_query(query: object, name: str = "query") -> str:
@@ -312,7 +315,7 @@ def recall_index_terms(text: str) -> tuple[dict[str, int], int]:
     text's length in tokens: each token lower-cased and without diacritics (as unicode61
     folds them), and each two adjacent CJK characters as one term ``"a b"`` (what
     ``recall_terms`` asks for a CJK run)."""
-    tokens = [_without_diacritics(t) for t in fts_tokens(text)]
+    tokens = [_without_diacritics(t)[:MAX_INDEX_TERM] for t in fts_tokens(text)]
     counts: dict[str, int] = {}
     for token in tokens:
         if token:
@@ -326,8 +329,12 @@ def recall_index_terms(text: str) -> tuple[dict[str, int], int]:
 
 def recall_index_key(term: str) -> tuple[str, bool]:
     """One ``recall_terms`` term as the index looks it up: (the folded term, whether any
-    indexed term starting with it matches)."""
-    return _without_diacritics(term.strip('"*').lower()), term.endswith("*")
+    indexed term starting with it matches). A term longer than the index keeps is looked
+    up by the part it keeps."""
+    folded = _without_diacritics(term.strip('"*').lower())
+    if len(folded) > MAX_INDEX_TERM:
+        return folded[:MAX_INDEX_TERM], True
+    return folded, term.endswith("*")
 
 
 def snippet(text: str, query: str, width: int = 80) -> str:
