@@ -177,8 +177,8 @@ def breakdown(url: str, workdir: Path, rounds: int, block: int) -> dict[str, flo
         msgs = [Message(sid, 0, r, t, count(t)) for r, t in items]
         payloads = [m.pack() for m in msgs]
         hot = mem.hot
-        keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(), hot.backlog_key(),
-                hot.full_key(sid)]
+        keys = [hot.meta_key(sid), hot.list_key(sid), hot.index_key(sid), hot.backlog_key(sid),
+                hot.full_key(sid), hot.ids_key(sid)]
         client = hot.client
         scratch = scratch_key(mem, sid)
         i = [0]
