@@ -83,6 +83,9 @@ WIRE_ERRORS: tuple[tuple[str, int, type[HermesError]], ...] = (
     ("misconfigured", 503, ConfigError),
     ("unauthorized", 401, AuthError),
     ("forbidden", 403, AuthError),
+    # issue 35's guard: refused for where the request came from, or for how it was sent
+    ("misdirected", 421, AuthError),
+    ("unsupported_media_type", 415, ValidationError),
 )
 CODES: dict[str, type[HermesError]] = {code: cls for code, _, cls in WIRE_ERRORS}
 _BY_CLASS: dict[type, tuple[int, str]] = {}

@@ -153,3 +153,18 @@ def test_no_cors_header_unless_configured(http: httpx.Client, tmp_path: Path,
                 "messages"]] == ["the secret", "from the app"]
     finally:
         proc.stop()
+
+
+def test_the_client_raises_auth_error_for_a_host_the_server_does_not_answer(
+        server: ServeProcess) -> None:
+    """``127.1`` reaches 127.0.0.1 but is not a name the guard accepts: the Python client
+    raises ``AuthError`` with the server's one line (not a bare ``HermesError``)."""
+    from hermes_redis import HermesClient
+    from hermes_redis.core.errors import AuthError
+
+    client = HermesClient(f"http://127.1:{server.port}")
+    try:
+        with pytest.raises(AuthError, match=r"server\.allowed_hosts"):
+            client.list_sessions()
+    finally:
+        client.close()

@@ -29,12 +29,12 @@ export class NotFoundError extends HermesError {
   override name = "NotFoundError";
 }
 
-/** 400, 413, 422: the request was refused as it is (bad field, id, role, size…); nothing changed. */
+/** 400, 413, 415, 422: the request was refused as it is (bad field, id, role, size, content type…); nothing changed. */
 export class ValidationError extends HermesError {
   override name = "ValidationError";
 }
 
-/** 401, 403: no key, a wrong or revoked key, or a user key acting for another user. */
+/** 401, 403, 421: no key, a wrong or revoked key, a user key acting for another user, or a host name the server does not answer to. */
 export class AuthError extends HermesError {
   override name = "AuthError";
 }
@@ -69,6 +69,8 @@ const BY_CODE: Record<string, new (message: string, options: HermesErrorOptions)
   too_large: ValidationError,
   unauthorized: AuthError,
   forbidden: AuthError,
+  misdirected: AuthError,
+  unsupported_media_type: ValidationError,
   not_found: NotFoundError,
   conflict: ConflictError,
   ambiguous_id: ConflictError,
@@ -79,10 +81,10 @@ const BY_CODE: Record<string, new (message: string, options: HermesErrorOptions)
 
 function byStatus(status: number): new (message: string, options: HermesErrorOptions) => HermesError {
   if (status >= 500) return ServerError;
-  if (status === 401 || status === 403) return AuthError;
+  if (status === 401 || status === 403 || status === 421) return AuthError;
   if (status === 404) return NotFoundError;
   if (status === 409) return ConflictError;
-  if (status === 400 || status === 413 || status === 422) return ValidationError;
+  if (status === 400 || status === 413 || status === 415 || status === 422) return ValidationError;
   return HermesError;
 }
 

@@ -126,17 +126,19 @@ describe("error codes", () => {
       [403, "brand_new_refusal", AuthError],
       [422, "brand_new_invalid", ValidationError],
       [429, "rate_limited", HermesError],
+      [421, "misdirected", AuthError], // the guard: a host name the server does not answer to
+      [415, "unsupported_media_type", ValidationError],
     ];
-    let next = 0;
-    const server = await httpServer((_req, res) => {
-      const [status, code] = answers[next++]!;
+    // each answer by the session id asked for: fetch itself repeats a request answered 421
+    const server = await httpServer((req, res) => {
+      const [status, code] = answers[Number(/\/v1\/sessions\/s(\d+)/.exec(req.url ?? "")?.[1])]!;
       res.writeHead(status, { "content-type": "application/json" });
       res.end(JSON.stringify({ error: { code, message: `said ${code}` } }));
     });
     try {
       const mem = new HermesClient({ baseUrl: server.url });
-      for (const [status, code, cls] of answers) {
-        const err = await failure(mem.info("abc"), cls);
+      for (const [i, [status, code, cls]] of answers.entries()) {
+        const err = await failure(mem.info(`s${i}`), cls);
         assert.deepEqual([err.status, err.code, err.message], [status, code, `said ${code}`]);
       }
     } finally {
