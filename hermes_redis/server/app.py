@@ -116,7 +116,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     offload = Offload(server.backend_timeout)
     metrics = Metrics(mem)
     mcp_app = mcp_asgi_app(mem, user_id=lambda request: request.state.user_id if request else None,
-                           host=server.host)
+                           host=server.host, offload=offload)
     messages = MessageRoutes(mem, offload)
     routers = [SessionRoutes(mem, offload).router(), messages.router(),
                ContextRoutes(mem, offload).router(), MemoryRoutes(mem, offload).router(),

@@ -10,6 +10,8 @@ reported exactly as a missing one, so a caller cannot even learn that it exists.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -33,7 +35,8 @@ from hermes_redis.core.models import (
     summary_text,
 )
 from hermes_redis.core.models import Context as MemoryContext
-from hermes_redis.server.errors import door_neutral  # issue 34
+from hermes_redis.server.errors import ApiError, door_neutral  # issue 34
+from hermes_redis.server.offload import Offload
 from hermes_redis.server.routes.common import full_id  # issue 34
 from hermes_redis.server.schemas import HitOut, wire_model
 from hermes_redis.session_memory import SessionMemory
@@ -164,6 +167,22 @@ def render_context(ctx: MemoryContext) -> str:
     return "\n\n".join(blocks) if blocks else "(empty: the session has no messages yet)"
 
 
+def bounded(tool: Callable[..., Any], offload: Offload) -> Callable[..., Any]:
+    """``tool`` run in the HTTP server's pool with its bounded wait (issue 35): past
+    ``server.backend_timeout`` the call is a tool error, as a route's is a 503. Same
+    signature, so the SDK reads the same parameters and still passes the Context."""
+
+    @functools.wraps(tool)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            # in the caller's context, as the SDK's own thread hop runs a sync tool
+            return await offload(contextvars.copy_context().run, tool, *args, **kwargs)
+        except ApiError as err:
+            raise ToolError(err.message) from None
+
+    return call
+
+
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
 DESTROYS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False,
@@ -184,9 +203,10 @@ class Tools:
         self.mem = mem
         self.user_id = user_id
 
-    def register(self, server: MCPServer) -> None:
+    def register(self, server: MCPServer, offload: Offload | None = None) -> None:
         for name, hints in self.TOOLS.items():
-            server.add_tool(getattr(self, name), annotations=hints)
+            tool = getattr(self, name)
+            server.add_tool(bounded(tool, offload) if offload else tool, annotations=hints)
 
     def user(self, ctx: Context | None) -> str | None:
         if not callable(self.user_id):
@@ -354,12 +374,14 @@ class SessionTools(Tools):
             return StartedSession.model_validate(self.mem.info(new_sid), from_attributes=True)
 
 
-def build_mcp(mem: SessionMemory, user_id: UserScope = None) -> MCPServer:
-    """The MCP server with the hermes-redis tools over ``mem``, scoped to ``user_id``."""
+def build_mcp(mem: SessionMemory, user_id: UserScope = None,
+              offload: Offload | None = None) -> MCPServer:
+    """The MCP server with the hermes-redis tools over ``mem``, scoped to ``user_id``; with
+    ``offload`` (the HTTP server's), each call waits at most ``server.backend_timeout``."""
     server: MCPServer = MCPServer("hermes-redis", version=__version__, instructions=INSTRUCTIONS,
                                   log_level="WARNING")
     for group in (ConversationTools, MemoryTools, SessionTools):
-        group(mem, user_id).register(server)
+        group(mem, user_id).register(server, offload)
     return server
 
 
@@ -394,10 +416,12 @@ class McpHttpApp:
         await send({"type": "lifespan.shutdown.complete"})
 
 
-def mcp_asgi_app(mem: SessionMemory, user_id: UserScope = None, *, host: str = "127.0.0.1") -> McpHttpApp:
+def mcp_asgi_app(mem: SessionMemory, user_id: UserScope = None, *, host: str = "127.0.0.1",
+                 offload: Offload | None = None) -> McpHttpApp:
     """The MCP tools over streamable HTTP, for the HTTP server to route at ``/mcp``. ``host``
-    is the address the server binds: on loopback, requests naming another Host are refused."""
-    return McpHttpApp(build_mcp(mem, user_id), host=host)
+    is the address the server binds: on loopback, requests naming another Host are refused.
+    ``offload``: the server's pool and bounded wait for every tool call."""
+    return McpHttpApp(build_mcp(mem, user_id, offload), host=host)
 
 
 def serve_stdio(mem: SessionMemory, user_id: str | None = None) -> None:

@@ -205,3 +205,31 @@ def test_the_append_counter_counts_what_was_stored(serve: ServeProcess) -> None:
         stored = len(c.get(f"/v1/sessions/{sid}/messages").json()["messages"])
         assert stored == 5
         assert _appended(c.get("/metrics").text) - before == stored
+
+
+def test_an_mcp_call_waits_no_longer_than_the_routes(serve: ServeProcess,
+                                                     redis_alone: RedisServer) -> None:
+    """MCP tool calls at /mcp run in the server's pool with the same bounded wait: while Redis
+    is stopped, a call is a tool error within server.backend_timeout (+1 s), saying to retry,
+    and /healthz still answers."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "append", "arguments": {"session_id": "", "role": "user", "content": "hi"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=serve.url, timeout=30) as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        body["params"]["arguments"]["session_id"] = sid  # type: ignore[index]
+        assert c.post("/mcp", json=body, headers=accept).json()["result"]["isError"] is False
+        assert redis_alone.proc is not None
+        os.kill(redis_alone.proc.pid, signal.SIGSTOP)
+        try:
+            start = time.perf_counter()
+            r = c.post("/mcp", json=body, headers=accept)
+            took = time.perf_counter() - start
+            health = c.get("/healthz", timeout=1.0)
+        finally:
+            os.kill(redis_alone.proc.pid, signal.SIGCONT)
+    result = r.json()["result"]
+    assert result["isError"] is True, result
+    assert "did not answer within" in result["content"][0]["text"], result
+    assert took <= WAIT + 1.0, took
+    assert health.status_code == 200
