@@ -16,7 +16,7 @@ from hermes_redis.context.summarizers import SUMMARIZERS, ExtractiveSummarizer, 
 from hermes_redis.core import config as config_mod
 from hermes_redis.core.config import Config
 from hermes_redis.core.errors import HermesError, NotFoundError, StateError, ValidationError
-from hermes_redis.core.items import check_item, render
+from hermes_redis.core.incoming import check_batch, check_messages
 from hermes_redis.core.models import (
     STATUSES,
     CompactResult,
@@ -28,13 +28,8 @@ from hermes_redis.core.models import (
     SessionMeta,
     SessionPage,
     check_content,
-    check_created_at,
-    check_message_id,
-    check_refs,
-    check_role,
     check_session_id,
     check_text,
-    check_tool_calls,
     new_session_id,
 )
 from hermes_redis.core.text import check_query
@@ -47,26 +42,6 @@ from hermes_redis.store.open import open_archive, open_hot, open_queue
 from hermes_redis.tiers.maintainer import Maintainer
 
 log = logging.getLogger(__name__)
-MAX_BATCH = 1000  # messages in one append_many call
-MESSAGE_FIELDS = frozenset(
-    ("role", "content", "tool_calls", "file_refs", "memory_refs", "message_id", "created_at",
-     "item"))
-
-
-def check_message_fields(item: Mapping[str, Any]) -> None:
-    """Refuses a message with a field ``append`` does not take, naming it (the one copy of
-    this check: the HTTP server calls it before ``append(sid, **body)``)."""
-    unknown = set(item) - MESSAGE_FIELDS
-    if unknown:
-        raise ValidationError(f"unknown field {sorted(unknown)[0]!r}: use "
-                              + ", ".join(sorted(MESSAGE_FIELDS)))
-
-
-_PLAIN = frozenset(("role", "content"))  # a message with no options: what _checked skips for it
-_NO_EXTRAS = {  # what the checks make of the options left out
-    "item": check_item(None, 0), "tool_calls": check_tool_calls(None),
-    "file_refs": check_refs(None, "file_refs"), "memory_refs": check_refs(None, "memory_refs"),
-    "message_id": None, "created_at": check_created_at(None)}
 
 
 class SessionMemory:
@@ -169,58 +144,19 @@ class SessionMemory:
         required). Every item is checked first: one bad item is an error naming it, and
         nothing is stored. Retries with the same ``message_id``s return the stored turn."""
         sid = check_session_id(session_id)
-        if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
-            raise ValidationError("messages must be a list of message objects")
-        if not messages:
-            raise ValidationError("messages is empty: send at least one message")
-        if len(messages) > MAX_BATCH:
-            raise ValidationError(f"{len(messages)} messages in one call, over the limit of "
-                                  f"{MAX_BATCH}: split the batch")
+        check_batch(messages)
         return self._store(sid, messages, one=False)
 
     def _store(self, sid: str, items: Sequence[Mapping[str, Any]], one: bool) -> list[Message]:
-        checked = [self._checked(item, i, one) for i, item in enumerate(items)]
-        ids = [c["message_id"] for c in checked if c["message_id"] is not None]
-        if len(set(ids)) != len(ids):
-            raise ValidationError("two messages share one message_id: give each its own")
-        stored, enqueue = self.maintainer.append(sid, checked, bool(ids), self.owners.known(sid))
+        checked = check_messages(items, self.config.limits.max_content_bytes, one)
+        has_ids = any(c["message_id"] is not None for c in checked)
+        stored, enqueue = self.maintainer.append(sid, checked, has_ids, self.owners.known(sid))
         if enqueue:
             try:
                 self._enqueue(sid)
             except HermesError as err:  # the append is safe; the sweep re-enqueues later
                 log.warning("%s", err)
         return stored
-
-    def _checked(self, item: Mapping[str, Any], i: int, one: bool) -> dict[str, Any]:
-        """One message's fields, validated; errors name the item (``messages[i]``)."""
-        limit = self.config.limits.max_content_bytes
-        try:
-            if type(item) is dict and item.keys() == _PLAIN:  # most messages: no options to check
-                return {"role": check_role(item["role"]),
-                        "content": check_content(item["content"], limit), **_NO_EXTRAS}
-            if not isinstance(item, Mapping):
-                raise ValidationError("a message is an object with role and content, "
-                                      f"not {type(item).__name__}")
-            check_message_fields(item)
-            message_id = item.get("message_id")
-            payload = check_item(item.get("item"), limit)
-            content = item.get("content")
-            if payload and (content is None or content == ""):
-                content = render(item.get("item"), limit // 4)  # ≤ 4 bytes a character
-            return {
-                "role": check_role(item.get("role")),
-                "content": check_content(content, limit),
-                "item": payload,
-                "tool_calls": check_tool_calls(item.get("tool_calls")),
-                "file_refs": check_refs(item.get("file_refs"), "file_refs"),
-                "memory_refs": check_refs(item.get("memory_refs"), "memory_refs"),
-                "message_id": None if message_id is None else check_message_id(message_id),
-                "created_at": check_created_at(item.get("created_at")),
-            }
-        except ValidationError as err:
-            if one:
-                raise
-            raise ValidationError(f"messages[{i}]: {err}") from None
 
     def maintain(self, session_id: str) -> tuple[int, int]:
         """Archive the session's backlog, then compact it if the hot tier is over its caps

@@ -21,8 +21,8 @@ from hermes_redis.cli.render import full_stamp, plural, seqs_upto, stamp
 from hermes_redis.cli.state import State, emit_json, json_option, one_line, pass_state
 from hermes_redis.core.api import SessionAPI  # issue 29
 from hermes_redis.core.errors import HermesError, ValidationError
+from hermes_redis.core.incoming import MAX_BATCH
 from hermes_redis.core.models import ROLES, Message, SessionInfo, check_role
-from hermes_redis.session_memory import MAX_BATCH
 
 UNTITLED = "Untitled session"
 STAMP = "%Y-%m-%d %H:%M"  # render.stamp: the markdown's times, local, to the minute

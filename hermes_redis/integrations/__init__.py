@@ -23,6 +23,7 @@ from typing import Any
 from hermes_redis.core.api import SessionAPI
 from hermes_redis.core.config import Config
 from hermes_redis.core.errors import NotFoundError, StateError, ValidationError
+from hermes_redis.core.incoming import MAX_BATCH
 from hermes_redis.core.models import (
     Context,
     Message,
@@ -32,7 +33,7 @@ from hermes_redis.core.models import (
     summary_text,
 )
 from hermes_redis.core.tokens import MESSAGE_OVERHEAD, Tokenizer, get_tokenizer
-from hermes_redis.session_memory import MAX_BATCH, SessionMemory
+from hermes_redis.session_memory import SessionMemory
 
 
 class Store:

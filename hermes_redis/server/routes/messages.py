@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from hermes_redis.core.errors import NotFoundError, ValidationError
+from hermes_redis.core.incoming import check_message_fields
 from hermes_redis.core.models import ROLES
 from hermes_redis.server.auth import Principal, Who
 from hermes_redis.server.bodies import json_body, oversized
@@ -24,7 +25,6 @@ from hermes_redis.server.schemas import (
     PoppedOut,
     SessionId,
 )
-from hermes_redis.session_memory import check_message_fields
 
 MESSAGES = "/v1/sessions/{session_id}/messages"
 BATCH_SHAPE = '{"messages": [...]}'
