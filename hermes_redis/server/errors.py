@@ -2,7 +2,9 @@
 
 Written once (``error_reply``) and used by the FastAPI exception handlers, the fast append
 path, the edge middleware and /mcp's key check, so an error is the same bytes on every path.
-The library's one-line message is passed on unchanged; bad input is never a 500.
+The library's one-line message is passed on (``public_message``), except where Redis or the
+archive cannot be reached: that names addresses, so the caller gets a fixed line and the log
+the cause. Bad input is never a 500.
 """
 
 import logging
@@ -13,7 +15,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hermes_redis.core.errors import ConflictError, HermesError, ValidationError, wire_error
+from hermes_redis.core.errors import (
+    BackendUnavailableError,
+    ConflictError,
+    HermesError,
+    ValidationError,
+    wire_error,
+)
 from hermes_redis.server.replies import JSONReply
 
 log = logging.getLogger(__name__)
@@ -40,6 +48,19 @@ def door_neutral(message: str) -> str:
     return message.replace(CLI_HINT, SESSIONS_HINT)
 
 
+UNAVAILABLE = ("Redis or the archive cannot be reached right now: retry shortly (the server's "
+               "log says which, and why)")
+
+
+def public_message(err: HermesError, where: str = "") -> str:
+    """What a caller of the server reads of ``err``: its one line, door-neutral; for a backend
+    that cannot be reached, ``UNAVAILABLE`` (the cause, with its address, is logged)."""
+    if isinstance(err, BackendUnavailableError):
+        log.warning("backend unavailable%s: %s", f" on {where}" if where else "", err)
+        return UNAVAILABLE
+    return door_neutral(str(err))
+
+
 def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": " ".join(message.split())}}
 
@@ -53,7 +74,7 @@ def error_reply(err: BaseException, too_large: bool = False,
         status, code = wire_error(err)  # the one table: core.errors.WIRE_ERRORS
         if too_large and isinstance(err, ValidationError):
             status, code = 413, "too_large"
-        body = error_body(code, door_neutral(str(err)))  # issue 34
+        body = error_body(code, public_message(err, where))
         if isinstance(err, ConflictError) and err.seq:
             body["error"]["seq"] = err.seq  # the stored message's: a retry that differed
         return status, body

@@ -35,7 +35,7 @@ from hermes_redis.core.models import (
     summary_text,
 )
 from hermes_redis.core.models import Context as MemoryContext
-from hermes_redis.server.errors import ApiError, door_neutral  # issue 34
+from hermes_redis.server.errors import ApiError, public_message
 from hermes_redis.server.offload import Offload
 from hermes_redis.server.routes.common import full_id  # issue 34
 from hermes_redis.server.schemas import HitOut, wire_model
@@ -147,7 +147,7 @@ def tool_errors() -> Iterator[None]:
     try:
         yield
     except HermesError as err:
-        raise ToolError(one_line(door_neutral(str(err))) or type(err).__name__) from None
+        raise ToolError(one_line(public_message(err, "mcp")) or type(err).__name__) from None
 
 
 def render_context(ctx: MemoryContext) -> str:

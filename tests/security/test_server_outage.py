@@ -233,3 +233,28 @@ def test_an_mcp_call_waits_no_longer_than_the_routes(serve: ServeProcess,
     assert "did not answer within" in result["content"][0]["text"], result
     assert took <= WAIT + 1.0, took
     assert health.status_code == 200
+
+
+def test_a_caller_is_told_redis_is_away_without_its_address(serve: ServeProcess,
+                                                            redis_alone: RedisServer) -> None:
+    """With Redis killed, the routes' 503 and an MCP tool error say it cannot be reached and
+    name no address (the server's log has it): a key holder learns nothing of the network."""
+    accept = {"Accept": "application/json, text/event-stream"}
+    with httpx.Client(base_url=serve.url, timeout=30) as c:
+        sid = c.post("/v1/sessions", json={}).json()["session_id"]
+        redis_alone.stop(kill=True)
+        try:
+            replies = [c.get(f"/v1/sessions/{sid}"),
+                       c.post(f"/v1/sessions/{sid}/messages",
+                              json={"role": "user", "content": "hi"})]
+            tool = c.post("/mcp", headers=accept, json={
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "info", "arguments": {"session_id": sid}}}).json()["result"]
+        finally:
+            redis_alone.start()
+    for r in replies:
+        assert r.status_code == 503 and r.json()["error"]["code"] == "unavailable", r.text
+        assert "cannot be reached" in r.text
+        no_address(r.text, redis_alone)
+    assert tool["isError"] is True and "cannot be reached" in tool["content"][0]["text"], tool
+    no_address(tool["content"][0]["text"], redis_alone)
