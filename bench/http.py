@@ -61,15 +61,29 @@ class Raw:
     own cost of a request, so it measured the client as much as the server.)"""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port = port
+        self.sock = self._connect()
         self.buf = b""
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
 
     def call(self, method: str, path: str, body: bytes | None = None) -> bytes:
         head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         if body is not None:
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-        self.sock.sendall(head.encode() + b"\r\n" + (body or b""))
+        request = head.encode() + b"\r\n" + (body or b"")
+        try:
+            return self._exchange(method, path, request)
+        except ConnectionError:  # the server closed it while idle (server.keep_alive_timeout)
+            self.sock.close()
+            self.sock, self.buf = self._connect(), b""
+            return self._exchange(method, path, request)
+
+    def _exchange(self, method: str, path: str, request: bytes) -> bytes:
+        self.sock.sendall(request)
         while True:
             end = self.buf.find(b"\r\n\r\n")
             if end >= 0:
@@ -86,7 +100,7 @@ class Raw:
                     return data
             chunk = self.sock.recv(65536)
             if not chunk:
-                raise RuntimeError(f"{method} {path}: the server closed the connection")
+                raise ConnectionError(f"{method} {path}: the server closed the connection")
             self.buf += chunk
 
     def close(self) -> None:
@@ -179,6 +193,21 @@ def peer_put_body(role: str, text: str, messages: list[tuple[str, str]] | None =
         {"role": r, "content": t, "created_at": "2026-12-03T12:00:00Z"} for r, t in msgs]}).encode()
 
 
+PEER_SIZES = (1, 100, 300)  # issue 33: the peer's real append at these history lengths
+
+
+def peer_real_append(conn: Raw, sid: str, role: str, text: str) -> None:
+    """An append as agent-memory-server's client makes one: GET the working memory, then PUT
+    it back with the new message (the oldest dropped, so the history stays the same length)."""
+    data = json.loads(conn.call("GET", f"/v1/working-memory/{sid}?user_id=bench"))
+    kept = [(m["role"], m["content"]) for m in data["messages"]][1:]
+    conn.call("PUT", f"/v1/working-memory/{sid}", peer_put_body(role, text, [*kept, (role, text)]))
+
+
+def peer_appender(conn: Raw, sid: str, items: Callable[[], Any]) -> Callable[[], None]:
+    return lambda: peer_real_append(conn, sid, *items())
+
+
 def _rounds(fns: dict[str, Callable[[], Any]], rounds: int, block: int) -> dict[str, dict[str, float]]:
     """Interleaved blocks of each fn; per name the median per-round p50 and the overall p99."""
     p50s: dict[str, list[float]] = {k: [] for k in fns}
@@ -231,6 +260,11 @@ def latency(server: RedisServer, workdir: Path, quick: bool,
             peer_conn = peer_raw
             appends["peer"] = lambda: peer_conn.call("PUT", "/v1/working-memory/lat-put",
                                                      peer_bodies())
+            for n in PEER_SIZES:  # issue 33: what an append through the peer really costs
+                real = f"lat-real-{n}"
+                peer_conn.call("PUT", f"/v1/working-memory/{real}",
+                               peer_put_body("", "", texts[:n]))
+                appends[f"peer real {n}"] = peer_appender(peer_conn, real, _cycler(texts))
         for fn in appends.values():  # warm up: connections, script cache, first enqueue
             for _ in range(100):
                 fn()
@@ -366,6 +400,11 @@ def run(server: RedisServer, workdir: Path, quick: bool) -> Section:
                             ("peer: working-memory GET (200 messages)", context["peer"])):
             sec.add(f"{name} p50 / p99", "", f"{us(stats['p50'])} / {us(stats['p99'])}", "",
                     "", "")
+        for n in PEER_SIZES:
+            stats = append[f"peer real {n}"]
+            sec.add(f"peer: a real append, GET + PUT of {n} message{'s' * (n > 1)}, p50 / p99", "",
+                    f"{us(stats['p50'])} / {us(stats['p99'])}", "",
+                    f"÷ our HTTP append {times(stats['p50'] / append['HTTP']['p50'])}", "")
     seconds = 1.5 if quick else 4.0
     beats: list[bool] = []
     rates: dict[tuple[int, int], float] = {}  # (workers, clients) -> appends/s
