@@ -170,7 +170,7 @@ def default_workers(mem: SessionMemory) -> int:
 def _keys_for(mem: SessionMemory, host: str, workers: int) -> int:
     """How many API keys are active; a ConfigError for what must not be served: several
     processes over the in-process backend, or no keys on a non-loopback interface."""
-    from hermes_redis.server.app import is_loopback
+    from hermes_redis.server.guard import loopback_name
 
     config = mem.config
     if workers > 1 and not mem.hot.needs_worker:
@@ -178,7 +178,7 @@ def _keys_for(mem: SessionMemory, host: str, workers: int) -> int:
                           f"(the {mem.hot.name} backend keeps sessions inside one process); "
                           "use --workers 1")
     active = KeyStore(mem.cold).active()
-    if active == 0 and not is_loopback(host):
+    if active == 0 and not loopback_name(host):
         raise ConfigError(f"refusing to listen on {host} with no API keys: anyone could read every "
                           "session. Create one with `hermes-redis key create --user U` (or --admin), "
                           "or listen on 127.0.0.1")

@@ -22,10 +22,10 @@ from hermes_redis.core import config as config_mod
 from hermes_redis.core.config import Config
 from hermes_redis.core.errors import HermesError  # issue 34
 from hermes_redis.server import errors
-from hermes_redis.server.auth import SERVER_LOG, Auth, AuthenticatedMcp, is_loopback
+from hermes_redis.server.auth import SERVER_LOG, Auth, AuthenticatedMcp
 from hermes_redis.server.edge import Edge, Scope
 from hermes_redis.server.fast import FastAppend
-from hermes_redis.server.guard import Guard, names
+from hermes_redis.server.guard import Guard, loopback_name, names
 from hermes_redis.server.mcp import mcp_asgi_app
 from hermes_redis.server.metrics import Metrics
 from hermes_redis.server.offload import Offload
@@ -41,7 +41,7 @@ from hermes_redis.server.ui import install as install_console  # issue 32
 from hermes_redis.session_memory import SessionMemory
 from hermes_redis.store.api_keys import KeyStore
 
-__all__ = ["HermesApp", "app_from_env", "create_app", "is_loopback"]
+__all__ = ["HermesApp", "app_from_env", "create_app"]
 
 DESCRIPTION = ("Session memory for AI agents: sessions, messages, context, persistent memories "
                'and search over HTTP. Errors are `{"error": {"code", "message"}}`.')
@@ -110,8 +110,8 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     mem = mem or SessionMemory(config)
     keys = KeyStore(mem.cold)
     server = config.server
-    auth = Auth(keys, not is_loopback(server.host) if require_keys is None else require_keys)
-    guard = Guard(is_loopback(server.host), names(server.allowed_hosts),
+    auth = Auth(keys, not loopback_name(server.host) if require_keys is None else require_keys)
+    guard = Guard(loopback_name(server.host), names(server.allowed_hosts),
                   names(server.allowed_origins))
     offload = Offload(server.backend_timeout)
     metrics = Metrics(mem)

@@ -7,7 +7,6 @@ unknown id gets, so the answer does not reveal that it exists. An admin key sees
 """
 
 import hashlib
-import ipaddress
 import logging
 import time
 from dataclasses import dataclass
@@ -29,15 +28,6 @@ log = SERVER_LOG
 
 KEY_CACHE_SECONDS = 1.0  # how long a checked key is trusted (revocation delay)
 MAX_TRUSTED_KEYS = 4096
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def not_found(sid: str) -> NotFoundError:

@@ -36,6 +36,7 @@ from hermes_redis.server.ui import access
 from hermes_redis.server.ui.health import DoctorChecks, live
 from hermes_redis.session_memory import SessionMemory
 from hermes_redis.store.api_keys import KeyStore
+from hermes_redis.tiers.maintainer import split_turns  # forget_last's own rule
 
 HERE = Path(__file__).parent
 PAGE = 50  # sessions on one page of the list
@@ -70,17 +71,6 @@ def highlight(text: str, query: str) -> Markup:
         at = m.end()
     out.append(escape(text[at:]))
     return Markup("").join(out)
-
-
-def turns_of(messages: list[Message]) -> list[list[Message]]:
-    """A turn starts at a user message and runs until the next one (as the library counts)."""
-    turns: list[list[Message]] = []
-    for m in messages:
-        if m.role == "user" or not turns:
-            turns.append([m])
-        else:
-            turns[-1].append(m)
-    return turns
 
 
 @dataclass(frozen=True)
@@ -292,7 +282,7 @@ class Console:
         if action == "forget-last":
             if n < 1:
                 raise ValidationError("number of turns must be a positive integer")
-            doomed = [m for t in turns_of(self.mem.messages(sid))[-n:] for m in t]
+            doomed = [m for t in split_turns(self.mem.messages(sid))[-n:] for m in t]
             return f"Forget the last {n} turn(s) from both tiers and the summary, for good", doomed
         if action == "forget-keyword":
             needle = keyword.strip().lower()
