@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
 SECTIONS = ("append", "memory", "context", "flush", "archives", "recall", "listing", "compression", "quality",
-            "memories", "cluster", "peers", "http", "adapters")
+            "extraction", "memories", "cluster", "peers", "http", "adapters")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster,
         compression,
         context_scaling,
+        extraction,
         flush,
         http,
         listing,
@@ -130,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = compression.run(workdir, args.quick)
             elif name == "quality":
                 sec = quality.run(workdir, args.quick)
+            elif name == "extraction":
+                sec = extraction.run(workdir, args.quick)
             elif name == "memories":
                 sec = memories.run(workdir, args.quick)
             elif name == "cluster":
