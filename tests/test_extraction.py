@@ -43,6 +43,13 @@ def test_questions_hypotheticals_and_other_people_store_nothing(sentence):
     assert not is_durable(sentence)
 
 
+def test_everyday_words_name_a_technology_only_when_capitalized():
+    assert topic_of("I started the guitar to express myself.") is None
+    assert topic_of("I love poetry and long walks.") is None
+    assert topic_of("We use Express for the API.") == "web framework"
+    assert topic_of("We moved from pip to Poetry.") == "package manager"
+
+
 def test_topics_name_the_choice_not_the_rejected_option():
     assert topic_of("We use MySQL for everything.") == "database"
     assert topic_of("No MySQL any more, PostgreSQL.") == "database"

@@ -27,6 +27,7 @@ from hermes_redis.core.text import HAN_CHARS
 from hermes_redis.memory.statements import (
     ADDITIVE,
     EN_ANY,
+    EVERYDAY,
     NAME,
     NEGATED,
     NOT_A_STATEMENT,
@@ -76,13 +77,14 @@ def topic_of(text: str) -> str | None:
     if NAME.search(text):
         return "name"
     chosen: str | None = None
-    for match in TERM_RE.finditer(text):
+    named = [m for m in TERM_RE.finditer(text)
+             if not (m.group(1).islower() and m.group(1) in EVERYDAY)]
+    for match in named:
         before = text[max(0, match.start() - 24):match.start()]
         if not NEGATED.search(before):
             chosen = TERM[match.group(1).lower()]
     if chosen is None:
-        terms = [TERM[m.group(1).lower()] for m in TERM_RE.finditer(text)]
-        chosen = terms[-1] if terms else None
+        chosen = TERM[named[-1].group(1).lower()] if named else None
     if chosen is not None and not ADDITIVE.search(text):  # "we also use Rust" replaces nothing
         return chosen
     subject = SUBJECT.search(text)

@@ -26,6 +26,11 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "indentation": ("tabs", "spaces"),
 }
 TERM = {term: cat for cat, terms in CATEGORIES.items() for term in terms}
+# Names that are also everyday words ("express myself", "a ball of yarn", "I love poetry"):
+# they name the technology only when written with a capital letter.
+EVERYDAY = frozenset(("express", "spring", "solid", "rust", "swift", "react", "rails", "java",
+                      "arch", "poetry", "yarn", "flask", "celery", "mocha", "jest", "windows",
+                      "ruby", "elixir", "oracle", "vim"))
 TERM_RE = re.compile(r"(?<![\w.+#])(" + "|".join(
     re.escape(t) for t in sorted(TERM, key=len, reverse=True)) + r")(?![\w+#])", re.I)
 
