@@ -43,6 +43,38 @@ def test_questions_hypotheticals_and_other_people_store_nothing(sentence):
     assert not is_durable(sentence)
 
 
+@pytest.mark.parametrize("sentence", [
+    "I just signed up for a pottery class at the community center.",
+    "I've been running every morning since spring.", "I'm training for a half marathon.",
+    "We're renovating the kitchen this summer.", "I have two cats and a very old parrot.",
+    "I work as a nurse at the children's hospital.", "I grew up in a small fishing town.",
+    "I'm planning to move to Lisbon next year.", "I want to learn to sail before I turn forty.",
+    "I'm a huge fan of jazz piano.", "I'm allergic to peanuts.", "I'm a teacher.",
+    "I used to play the cello in an orchestra.", "Chess is my favorite hobby.",
+    "Last Saturday I ran my first 10k.", "I adopted a rescue dog two weeks ago.",
+    "I've always loved old maps.", "I'm really into birdwatching these days.",
+    "I got promoted to team lead.", "I'm vegetarian.", "I finally finished the quilt for my niece.",
+])
+def test_first_person_statements_of_a_life_are_kept(sentence):
+    """Activities, family, pets, jobs, places, plans and likes, in wordings of everyday chat."""
+    assert is_durable(sentence)
+
+
+@pytest.mark.parametrize("sentence", [
+    "Are you still training for the marathon?", "If I adopt a dog, will it get along with my cat?",
+    "Maybe I'll start a garden next year.", "My friend is learning Japanese.",
+    "He started a band last year.", "They moved to Denver two years ago.",
+    "I'm feeling great today!", "I'm thinking about you.", "I'm rooting for you!",
+    "I'm so happy for you.", "I'm sorry to hear that.", "I want to say thanks.",
+    "I'm going to check it out!", "I'm a bit tired.", "I have a question about your trip.",
+    "I won't give up!", "I'm glad you had fun.", "I'm doing well, thanks.", "I'm having a blast.",
+    "What have you been up to lately?",
+])
+def test_moods_replies_and_other_peoples_doings_store_nothing(sentence):
+    """The first person of the moment ("I'm feeling great", "I'm rooting for you") is no fact."""
+    assert not is_durable(sentence)
+
+
 def test_everyday_words_name_a_technology_only_when_capitalized():
     assert topic_of("I started the guitar to express myself.") is None
     assert topic_of("I love poetry and long walks.") is None

@@ -1,6 +1,7 @@
 """Durable facts in a conversation, found offline: what a user says about themselves and
 their project that later sessions should know (preferences, decisions, names, versions,
-paths, conventions), and how a new fact relates to the ones already remembered.
+paths, conventions; activities, family, pets, jobs, places, plans), and how a new fact
+relates to the ones already remembered.
 
 Rules, not a model: each user sentence is matched against statement patterns in English
 and Chinese (data in ``statements.py``); questions, hypotheticals and sentences about other

@@ -45,6 +45,20 @@ NOT_A_STATEMENT = re.compile(
     r"sister|brother|wife|husband|boss|colleague)|(?:he|she|they) (?:prefer|like|use|want)s?)\b"
     r"|如果|假如|也许|可能", re.I)
 
+# words between the subject and the verb that change nothing about the fact
+_ADVERBS = (r"(?:really|just|recently|finally|also|still|now|currently|actually|slowly|busy|"
+            r"lately|been|officially|so|super|totally|mostly|always|even|definitely|gonna) ")
+# what a person is doing this minute, not what they do: "I'm feeling great", "I'm rooting"
+_PASSING = (r"(?:feeling|doing|thinking|wondering|guessing|kidding|joking|saying|telling|asking|"
+            r"talking|chatting|hoping|rooting|sending|counting|waiting|listening|meaning|trying to"
+            r"|getting|having|glad|loving|missing|sorry|looking at|curious|dying|happy|grateful)")
+# a past action of one's own, and when it happened
+_DID = (r"(?:\w+ed|went|took|had|made|did|met|saw|got|gave|wrote|read|ran|began|found|bought|"
+        r"spent|left|came|flew|drove|rode|sang|built|won|lost|caught|taught|held)(?!')")
+_WHEN = (r"(?:yesterday|last (?:night|week|weekend|month|year|summer|winter|spring|fall|autumn|"
+         r"monday|tuesday|wednesday|thursday|friday|saturday|sunday)|(?:a|one|two|three|four|five|"
+         r"six|a few|several|\d+) (?:days?|weeks?|months?|years?) ago|the other day|"
+         r"this (?:morning|week|weekend|month|year)|earlier today|over the weekend)")
 EN = (  # statements of a durable fact, in English
     # preferences
     r"\bI (?:really |much |strongly |always |usually )?(?:prefer|like|love|hate|dislike|"
@@ -60,6 +74,36 @@ EN = (  # statements of a durable fact, in English
     r"(?:uses|runs|is|lives|targets|is called|is named)\b",
     # names
     r"\bmy name is\b", r"\bcall me\b", r"\bI(?:'m| am) called\b",
+    # the user's life: what they do, have, plan and like, in the first person
+    rf"\b(?:I|we)(?:'ve| have) been (?:{_ADVERBS})*(?!{_PASSING}\b)(?:\w+ing|into|busy with)\b",
+    rf"\b(?:I|we)(?:'m| am| are|'re) (?:{_ADVERBS})*(?!{_PASSING}\b|going\b)\w+ing\b"
+    rf"(?! (?:you|it|that|this|to you|for you|with you|about you)\b)",
+    rf"\bI (?:{_ADVERBS})*(?:started|began|joined|quit|adopted|bought|moved|graduated|enrolled"
+    r"|retired|signed up|took up|opened|launched|founded|finished|completed|won|lost my"
+    r"|got (?:a|an|my|into|married|engaged|promoted|hired)|became|switched)\b(?!')",
+    r"\bI(?:'m| am) (?:(?:really|also|still|now|finally|definitely|so) )*(?:planning|going|hoping"
+    r"|about|aiming|getting ready|looking forward|set|starting|thrilled|excited) to "
+    r"(?!(?:say|tell|ask|be honest|check|look|try|think|give it|get back|keep (?:it|that))\b)",
+    r"\bI (?:(?:really|also|still|now|definitely) )*(?:plan|intend|want|hope|aim|need|am going) to "
+    r"(?!(?:say|tell|ask|know|hear|see|thank|share|let|check|look|try it|make sure|be honest)\b)",
+    r"\bI(?:'m| am) (?:(?:really|so|super|also|still|now|a big|a huge|big|huge) )*(?:into|(?:a )?fan of"
+    r"|passionate about|obsessed with|allergic to|from|based in|learning|studying)\b",
+    r"\bI(?:'m| am) (?:a|an) (?!(?:bit|little|lot|mess|fan)\b)\w+(?: \w+)? (?:by|at|for|in|who|and)\b",
+    r"\bI (?:(?:still|now|also|currently|usually|often) )*(?:live|work|grew up|was born|teach|study"
+    r"|volunteer|collect|practice|play|train|coach) (?:in|at|for|as|with|on|the|a|an|my)\b",
+    r"\bI(?:'ve| have) (?:(?:always|never|also|just|recently|finally) )*(?:had|loved|liked|wanted"
+    r"|been a|been an|known|lived|worked|played|owned|started|joined|finished)\b",
+    r"\bI (?:have|'ve got|own) (?:a|an|two|three|four|five|my own|\d+) "
+    r"(?!(?:question|feeling|idea|thought|sense|lot|bit|few|great|good|blast|chance|look|minute"
+    r"|moment|second|favou?r)\b)\w+",
+    r"\b(?:is|are) my (?:favorite|favourite|go-to|passion|hobby|job)\b",
+    r"\bI used to\b",
+    r"\bI(?:'m| am) (?:(?:\w+) )?(?:gonna|intolerant|allergic|vegan|vegetarian|married|engaged|"
+    r"single|divorced|pregnant|retired|\d+ years old)\b|\bI wanna\b",
+    r"\bI(?:'m| am) (?:a|an) (?!(?:bit|little|lot|mess|fan|huge|big|great)\b)\w+(?:[.!,]|$)",
+    # an event of the user's with its date: "I went hiking last week", "Last Friday we moved"
+    rf"\b(?:I|we) (?:{_ADVERBS})*{_DID}\b[^.!?]*\b{_WHEN}\b",
+    rf"\b{_WHEN}\b,? (?:I|we) (?:{_ADVERBS})*{_DID}\b",
     # versions, paths, conventions stated about us
     r"\b(?:my|our) [\w -]{1,40}? (?:is|are|lives|live)\b",
     r"\b(?:lives?|is|are|sits?|located|stored|kept) (?:in|at|under) (?:~|\.{1,2}|[A-Z]:)?[/\\]\w",
