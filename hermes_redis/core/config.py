@@ -18,6 +18,7 @@ from hermes_redis.core.errors import ConfigError
 
 Backend = Literal["memory", "redis"]
 Strategy = Literal["rolling_window", "summary", "hybrid"]
+EmbeddingProvider = Literal["none", "openai", "local"]
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,22 @@ class Summarizer:
 
 
 @dataclass(frozen=True)
+class Embeddings:
+    """issue 31: recall by meaning beside BM25. ``none`` (the default): BM25 only, no new
+    dependency. ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint (``base_url``,
+    ``model``, the key read from the variable ``api_key_env`` names). ``local``: the model
+    shipped in the ``hermes-redis[semantic]`` extra, in-process."""
+
+    provider: EmbeddingProvider = "none"
+    model: str = ""  # openai: the endpoint's model name; local: "" = the shipped model
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout: float = 10.0
+    batch_size: int = 64
+    cooldown: float = 60.0  # seconds without calls after a failure (the worker fills in later)
+
+
+@dataclass(frozen=True)
 class Server:
     """``hermes-redis serve``: where the HTTP API listens and how large a request may be."""
 
@@ -142,6 +159,7 @@ class Config:
     model: Model = field(default_factory=Model)
     limits: Limits = field(default_factory=Limits)
     summarizer: Summarizer = field(default_factory=Summarizer)
+    embeddings: Embeddings = field(default_factory=Embeddings)
     server: Server = field(default_factory=Server)
     advanced: Advanced = field(default_factory=Advanced)
     source: str = field(default="<defaults>", compare=False)
@@ -182,6 +200,9 @@ ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "HERMES_ARCHIVE_URL": ("archive", "url"),
     "HERMES_BACKEND": ("memory", "session", "backend"),
     "HERMES_SUMMARIZER_API_KEY": ("summarizer", "api_key"),
+    "HERMES_EMBEDDINGS_PROVIDER": ("embeddings", "provider"),
+    "HERMES_EMBEDDINGS_URL": ("embeddings", "base_url"),
+    "HERMES_EMBEDDINGS_MODEL": ("embeddings", "model"),
     "HERMES_SERVER_HOST": ("server", "host"),
     "HERMES_SERVER_PORT": ("server", "port"),
     "HERMES_SERVER_WORKERS": ("server", "workers"),
@@ -348,6 +369,12 @@ def _check(cfg: Config) -> None:
          "redis.memory_warn and redis.memory_limit must satisfy 0 < memory_warn <= memory_limit "
          "<= 1 (shares of maxmemory: warn past the first, refuse appends past the second)"),
         (cfg.summarizer.timeout > 0, "summarizer.timeout must be positive"),
+        (cfg.embeddings.timeout > 0, "embeddings.timeout must be positive"),  # issue 31
+        (1 <= cfg.embeddings.batch_size <= 2048, "embeddings.batch_size must be 1-2048"),
+        (cfg.embeddings.cooldown >= 0, "embeddings.cooldown must be 0 or more seconds"),
+        (cfg.embeddings.provider != "openai" or bool(cfg.embeddings.base_url and cfg.embeddings.model),
+         "embeddings.provider openai needs embeddings.base_url (e.g. http://localhost:11434/v1)"
+         " and embeddings.model"),
         (1 <= cfg.server.port <= 65535, "server.port must be 1-65535"),
         (cfg.server.workers >= 0, "server.workers must be 0 (one per core) or more"),  # issue 33
         (cfg.server.backend_timeout > 0, "server.backend_timeout must be positive"),  # issue 35

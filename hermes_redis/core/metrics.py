@@ -35,6 +35,12 @@ SUMMARIZER_SECONDS = Histogram("hermes_summarizer_seconds", "Time to fold messag
                                buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60))
 SUMMARIZER_FALLBACKS = Counter("hermes_summarizer_fallbacks",
                                "Remote summaries that failed and fell back to the offline one.")
+# issue 31: embeddings (off the request path but for one query vector per context())
+EMBEDDED = Counter("hermes_embedded_texts", "Texts the embedding provider turned into vectors.")
+EMBED_FAILURES = Counter("hermes_embedding_failures",
+                         "Embedding calls that failed (vectors are filled in by a later flush).")
+EMBED_SECONDS = Histogram("hermes_embedding_seconds", "Time of one embedding call (all batches).",
+                          buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30))
 
 
 class BacklogCollector(Collector):

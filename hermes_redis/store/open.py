@@ -10,6 +10,7 @@ from hermes_redis.store.archive import Archive, ArchiveStore
 from hermes_redis.store.connection import check_server, connect, connect_cluster, is_cluster, redis_url
 from hermes_redis.store.hot import ClusterHot, HotStore, MemoryHot, RedisHot
 from hermes_redis.store.queue import JobQueue
+from hermes_redis.store.vectors import VectorIndex
 
 
 def open_hot(config: Config) -> HotStore:
@@ -60,3 +61,12 @@ def open_queue(config: Config, hot: HotStore) -> JobQueue | None:
     if url:
         return JobQueue(config.redis.queue, connect(url, config), redact_url(url), owned=True)
     return JobQueue(config.redis.queue, hot.client, str(hot.url))
+
+
+def open_vectors(config: Config, cold: ArchiveStore) -> VectorIndex | None:
+    """Recall by meaning over ``cold`` with the configured embeddings (issue 31); None for
+    ``embeddings.provider: none``. A missing dependency is a ConfigError naming the extra."""
+    from hermes_redis.core.embeddings import open_embedder
+
+    embedder = open_embedder(config.embeddings)
+    return None if embedder is None else VectorIndex(cold, embedder)

@@ -17,16 +17,18 @@ from hermes_redis.core.models import Memory, Message, SearchHit
 # its session only, so one reused in another session never shadows nor deletes it (issue 35);
 # 8: sessions.parent_session_id/forked_at_seq (the lineage of a continued or forked session);
 # 9: recall_index, recall's own postings keyed (session_id, term, seq), so one session's
-# recall reads that session's rows only, whatever the archive holds (issue 31).
+# recall reads that session's rows only, whatever the archive holds (issue 31);
+# 10: message_vectors, memories.vec/vec_model and sessions.vector_version: embeddings for
+# recall by meaning (issue 31), each stored with the key of the model that made it.
 # Upgraded in place on open (PRAGMA user_version).
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # Columns added after version 1, by table: added in place to an older archive.
 ADDED_COLUMNS = {
     "sessions": {"cleared_seq": "INTEGER DEFAULT 0", "parent_session_id": "TEXT",
-                 "forked_at_seq": "INTEGER"},
+                 "forked_at_seq": "INTEGER", "vector_version": "INTEGER DEFAULT 0"},
     "messages": {"item": "JSON"},
     "memories": {"seq": "INTEGER", "kind": "TEXT DEFAULT 'explicit'", "topic": "TEXT",
-                 "superseded_by": "TEXT"},
+                 "superseded_by": "TEXT", "vec": "BLOB", "vec_model": "TEXT"},
 }
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (session_id TEXT PRIMARY KEY, user_id TEXT, title TEXT,
@@ -66,6 +68,8 @@ CREATE TABLE IF NOT EXISTS fts_terms (term TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS recall_index (session_id TEXT NOT NULL, term TEXT NOT NULL,
   seq INTEGER NOT NULL, tf INTEGER NOT NULL, dl INTEGER NOT NULL,
   PRIMARY KEY (session_id, term, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS message_vectors (session_id TEXT NOT NULL, seq INTEGER NOT NULL,
+  model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
 """
 # Recall leaves out query terms found in more of the session's archived messages than this:
 # their postings would cost more to rank than they say (BM25 weighs them near zero), and
@@ -133,7 +137,16 @@ class ArchiveStore(Protocol):
     def before(self, sid: str, before_seq: int, after_seq: int,
                limit: int) -> Iterator[Message]: ...
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
-               limit: int, within: tuple[float, float] | None = None) -> Iterator[Message]: ...
+               limit: int, within: tuple[float, float] | None = None,
+               near: Sequence[int] = ()) -> Iterator[Message]: ...
+    # issue 31: vectors, each stored with the key of the model that made it
+    def put_vectors(self, sid: str, model: str, rows: Sequence[tuple[int, bytes]]) -> int: ...
+    def unembedded(self, sid: str, model: str, newest: int) -> list[tuple[int, str]]: ...
+    def vectors(self, sid: str, model: str, after_seq: int = 0) -> list[tuple[int, bytes]]: ...
+    def vector_version(self, sid: str) -> int: ...
+    def put_memory_vectors(self, model: str, rows: Sequence[tuple[str, bytes]]) -> None: ...
+    def memory_vectors(self, user_id: str, model: str) -> dict[str, bytes]: ...
+    def unembedded_memories(self, user_id: str, model: str, limit: int) -> list[tuple[str, str]]: ...
     def newest(self, sid: str, after_seq: int, limit: int) -> list[Message]: ...
     def stats(self, sid: str) -> tuple[int, int, int]: ...
     def turn_starts(self, sid: str, upto_seq: int, within: int) -> tuple[int, int]: ...

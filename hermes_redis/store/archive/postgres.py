@@ -102,6 +102,14 @@ CREATE TABLE IF NOT EXISTS recall_index (session_id TEXT COLLATE "C" NOT NULL,
   term TEXT COLLATE "C" NOT NULL, seq INTEGER NOT NULL, tf INTEGER NOT NULL,
   dl INTEGER NOT NULL, PRIMARY KEY (session_id, term, seq));
 """,
+    # issue 31: embeddings, each stored with the key of the model that made it
+    10: """
+CREATE TABLE IF NOT EXISTS message_vectors (session_id TEXT COLLATE "C" NOT NULL,
+  seq INTEGER NOT NULL, model TEXT NOT NULL, vec BYTEA NOT NULL, PRIMARY KEY (session_id, seq));
+ALTER TABLE sessions ADD COLUMN IF NOT EXISTS vector_version INTEGER DEFAULT 0;
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec BYTEA;
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS vec_model TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 _MIGRATION_LOCK = 0x6865726D6573  # "hermes": one process migrates at a time
@@ -343,6 +351,9 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
                 conn.execute("DELETE FROM recall_index WHERE session_id = %s AND (term, seq) IN"
                              " (SELECT * FROM unnest(%s::text[], %s::int[]))",
                              (sid, [r[1] for r in index], [r[2] for r in index]))
+                if conn.execute("DELETE FROM message_vectors WHERE session_id = %s AND"
+                                " seq = ANY(%s)", (sid, [r["seq"] for r in gone])).rowcount:
+                    self._bump_vectors(conn, sid)
             self._recount(conn, sid)
             if memories:
                 self._forget_derived(conn, sid, [t.seq for t in targets])
@@ -361,6 +372,8 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
                          " ON CONFLICT DO NOTHING", (sid,))
             conn.execute("DELETE FROM messages WHERE session_id=%s", (sid,))
             conn.execute("DELETE FROM recall_index WHERE session_id=%s", (sid,))
+            conn.execute("DELETE FROM message_vectors WHERE session_id=%s", (sid,))
+            self._bump_vectors(conn, sid)
             conn.execute("UPDATE sessions SET status='deleted', summary='', message_count=0,"
                          " total_tokens=0 WHERE session_id=%s", (sid,))
 
@@ -392,14 +405,16 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
 
     # --- search ----------------------------------------------------------------------------
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
-               limit: int, within: tuple[float, float] | None = None) -> Iterator[Message]:
+               limit: int, within: tuple[float, float] | None = None,
+               near: Sequence[int] = ()) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
         ``query``, best BM25 rank first (any word may match; CJK by character pairs), each
         followed by the message after it (the reply that usually holds the answer).
-        ``within``: only messages created in that span (Unix seconds, end excluded).
+        ``within``: only messages created in that span (Unix seconds, end excluded);
+        ``near``: the seqs nearest by meaning, fused with the word ranks (issue 31).
         Reads this session's postings only (``SQLArchive._recall``, issue 31), as SQLite."""
         return self._recall(sid, query, after_seq, before_seq, limit, within,
-                            RECALL_MAX_POSTINGS)
+                            RECALL_MAX_POSTINGS, near)
 
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         match = ts_query(query)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from hermes_redis.core.embeddings import fuse
 from hermes_redis.core.models import Memory, Message, new_message_id, parse_ts
 from hermes_redis.core.text import recall_index_key, recall_index_terms, recall_terms
 
@@ -27,6 +28,9 @@ from hermes_redis.core.text import recall_index_key, recall_index_terms, recall_
 MESSAGE_COLUMNS = ("message_id, session_id, role, content, token_count, tool_calls, file_refs,"
                    " memory_refs, created_at, seq, item")
 _SELECT_MESSAGES = f"SELECT {MESSAGE_COLUMNS} FROM messages"
+# Every column of ``memories`` but its vector (issue 31): what ``_memory`` decodes.
+_SELECT_MEMORIES = ("SELECT memory_id, user_id, session_id, content, token_count, created_at,"
+                    " seq, kind, topic, superseded_by FROM memories")
 
 # The flush's session row: a deleted session stays deleted, the newer summary wins, and
 # updated_at and the seqs only grow. ``{greatest}``: the dialect's two-argument maximum.
@@ -214,14 +218,14 @@ class SQLArchive(ABC, Generic[Conn]):
             return len(rows)
 
     def memory(self, memory_id: str) -> Memory | None:
-        rows = self._read("SELECT * FROM memories WHERE memory_id=?", (memory_id,))
+        rows = self._read(_SELECT_MEMORIES + " WHERE memory_id=?", (memory_id,))
         return _memory(rows[0]) if rows else None
 
     def memories(self, user_id: str, superseded: bool = False) -> list[Memory]:
         """The user's current memories, oldest first (``superseded``: their history too)."""
         cond = "" if superseded else " AND superseded_by IS NULL"
         return [_memory(r) for r in self._read(
-            f"SELECT * FROM memories WHERE user_id=?{cond} ORDER BY created_at, memory_id",
+            f"{_SELECT_MEMORIES} WHERE user_id=?{cond} ORDER BY created_at, memory_id",
             (user_id,))]
 
     # --- API keys (hermes_redis.store.api_keys): only a hash of each key is stored -------------------
@@ -390,11 +394,91 @@ class SQLArchive(ABC, Generic[Conn]):
             values=list(message_ids))}
         return found, gone
 
+    # --- vectors (issue 31): each stored with its model's key, compared only with its own ----
+    def put_vectors(self, sid: str, model: str, rows: Sequence[tuple[int, bytes]]) -> int:
+        """Store the vectors of archived messages (a message forgotten meanwhile gets none:
+        its row is gone); returns how many were stored. One below the session's newest
+        vector bumps ``vector_version``, so readers holding the session's vectors reload."""
+        if not rows:
+            return 0
+        with self._tx(sid) as conn:
+            top = self._run(conn, "SELECT max(seq) AS m FROM message_vectors WHERE session_id=?",
+                            (sid,)).fetchone()
+            stored = 0
+            for seq, vec in rows:
+                stored += self._run(
+                    conn, "INSERT INTO message_vectors (session_id, seq, model, vec) SELECT ?,?,?,?"
+                          " WHERE EXISTS (SELECT 1 FROM messages WHERE session_id=? AND seq=?)"
+                          " ON CONFLICT (session_id, seq) DO UPDATE SET model=excluded.model,"
+                          " vec=excluded.vec", (sid, seq, model, vec, sid, seq)).rowcount
+            if top is not None and top["m"] is not None and min(q for q, _ in rows) <= top["m"]:
+                self._bump_vectors(conn, sid)
+        return stored
+
+    def _bump_vectors(self, conn: Conn, sid: str) -> None:
+        self._run(conn, "UPDATE sessions SET vector_version = coalesce(vector_version, 0) + 1"
+                        " WHERE session_id=?", (sid,))
+
+    def unembedded(self, sid: str, model: str, newest: int) -> list[tuple[int, str]]:
+        """(seq, content) of the session's newest ``newest`` archived messages that have no
+        vector of ``model``, in seq order (the window bounds a flush's cost)."""
+        return [(int(r["seq"]), r["content"]) for r in self._read(
+            "SELECT m.seq, m.content FROM (SELECT seq, content FROM messages WHERE session_id=?"
+            " ORDER BY seq DESC LIMIT ?) AS m WHERE NOT EXISTS (SELECT 1 FROM message_vectors v"
+            " WHERE v.session_id=? AND v.seq=m.seq AND v.model=?) ORDER BY m.seq",
+            (sid, newest, sid, model))]
+
+    def vectors(self, sid: str, model: str, after_seq: int = 0) -> list[tuple[int, bytes]]:
+        """(seq, stored vector) of the session's messages above ``after_seq`` that have a
+        vector of ``model``, in seq order."""
+        return [(int(r["seq"]), bytes(r["vec"])) for r in self._read(
+            "SELECT seq, vec FROM message_vectors WHERE session_id=? AND seq>? AND model=?"
+            " ORDER BY seq", (sid, after_seq, model))]
+
+    def vector_version(self, sid: str) -> int:
+        """Grows whenever a vector is removed or one is stored below the newest."""
+        rows = self._read("SELECT vector_version FROM sessions WHERE session_id=?", (sid,))
+        return int(rows[0]["vector_version"] or 0) if rows else 0
+
+    def put_memory_vectors(self, model: str, rows: Sequence[tuple[str, bytes]]) -> None:
+        with self._tx() as conn:
+            for memory_id, vec in rows:
+                self._run(conn, "UPDATE memories SET vec=?, vec_model=? WHERE memory_id=?",
+                          (vec, model, memory_id))
+
+    def memory_vectors(self, user_id: str, model: str) -> dict[str, bytes]:
+        """The stored vectors of the user's current memories made by ``model``."""
+        return {r["memory_id"]: bytes(r["vec"]) for r in self._read(
+            "SELECT memory_id, vec FROM memories WHERE user_id=? AND superseded_by IS NULL"
+            " AND vec_model=?", (user_id, model))}
+
+    def unembedded_memories(self, user_id: str, model: str, limit: int) -> list[tuple[str, str]]:
+        """(memory_id, content) of the user's current memories with no vector of ``model``."""
+        return [(r["memory_id"], r["content"]) for r in self._read(
+            "SELECT memory_id, content FROM memories WHERE user_id=? AND superseded_by IS NULL"
+            " AND (vec_model IS NULL OR vec_model != ?) ORDER BY created_at DESC LIMIT ?",
+            (user_id, model, limit))]
+
     # --- recall (issue 31: scoped to the session by its own index) ---------------------------
     def _recall(self, sid: str, query: str, after_seq: int, before_seq: int, limit: int,
-                within: tuple[float, float] | None, most: int) -> Iterator[Message]:
+                within: tuple[float, float] | None, most: int,
+                near: Sequence[int] = ()) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
-        ``query``, best BM25 first (ties: earliest first), each followed by its reply.
+        ``query``, best BM25 first (ties: earliest first), fused by reciprocal rank with
+        ``near`` (the seqs nearest by meaning, best first) when given, each followed by its
+        reply."""
+        top = self._bm25(sid, query, after_seq, before_seq, limit, within, most)
+        top = fuse([top, near], limit) if near else top
+        if not top:
+            return iter(())
+        hits = {r["seq"]: r for r in self._read(
+            _SELECT_MESSAGES + " WHERE session_id=? AND seq IN ({})", [sid], values=top)}
+        return self._with_replies(sid, [hits[s] for s in top if s in hits], before_seq)
+
+    def _bm25(self, sid: str, query: str, after_seq: int, before_seq: int, limit: int,
+              within: tuple[float, float] | None, most: int) -> list[int]:
+        """The seqs in after_seq < seq < before_seq that share words with ``query``, best
+        BM25 first (ties: earliest first).
 
         Reads only this session's rows of ``recall_index`` (keyed session, term, seq): at
         most ``most`` + 1 postings a query term, so the cost never depends on other
@@ -416,7 +500,7 @@ class SQLArchive(ABC, Generic[Conn]):
                 args += [sid, _ts(within[0]), _ts(within[1])]
             parts.append((sql, args))
         if not parts:
-            return iter(())
+            return []
         # how many postings each term has here (counted up to most + 1, in one statement)
         counts = self._read("SELECT " + ", ".join(
             f"(SELECT count(*) FROM (SELECT 1 {sql} LIMIT ?) AS c{i}) AS n{i}"
@@ -426,7 +510,7 @@ class SQLArchive(ABC, Generic[Conn]):
         found = [f for f in found if f[0]]
         kept = [f for f in found if f[0] <= most] or sorted(found, key=lambda f: f[0])[:1]
         if not kept:
-            return iter(())
+            return []
         total = max(self._session_size(sid), *(n for n, _ in kept))
         # Okapi BM25 (k1 1.2, b 0.75) summed over the terms, IDF from the session's counts
         union = " UNION ALL ".join(
@@ -438,12 +522,7 @@ class SQLArchive(ABC, Generic[Conn]):
             f"WITH p AS ({union}), m AS (SELECT avg(dl) AS a FROM p)"
             " SELECT seq, sum(w * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / m.a))) AS score"
             " FROM p, m GROUP BY seq ORDER BY score DESC, seq LIMIT ?", [*scoring, limit])
-        top = [r["seq"] for r in rows]
-        if not top:
-            return iter(())
-        hits = {r["seq"]: r for r in self._read(
-            _SELECT_MESSAGES + " WHERE session_id=? AND seq IN ({})", [sid], values=top)}
-        return self._with_replies(sid, [hits[s] for s in top if s in hits], before_seq)
+        return [int(r["seq"]) for r in rows]
 
     def _session_size(self, sid: str) -> int:
         rows = self._read("SELECT message_count FROM sessions WHERE session_id=?", (sid,))

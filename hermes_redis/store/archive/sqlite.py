@@ -253,6 +253,9 @@ class Archive(SQLArchive[sqlite3.Connection]):
                                                     recall_index_terms(row[2])[0]])
                     conn.execute("DELETE FROM messages_fts WHERE rowid=?", (row[0],))
                     conn.execute("DELETE FROM messages WHERE rowid=?", (row[0],))
+                    if conn.execute("DELETE FROM message_vectors WHERE session_id=? AND seq=?",
+                                    (sid, row[1])).rowcount:
+                        self._bump_vectors(conn, sid)
             self._recount(conn, sid)
             if memories:
                 self._forget_derived(conn, sid, [t.seq for t in targets])
@@ -291,6 +294,8 @@ class Archive(SQLArchive[sqlite3.Connection]):
             conn.execute("DELETE FROM messages_fts WHERE rowid IN"
                          " (SELECT rowid FROM messages WHERE session_id=?)", (sid,))
             conn.execute("DELETE FROM recall_index WHERE session_id=?", (sid,))
+            conn.execute("DELETE FROM message_vectors WHERE session_id=?", (sid,))
+            self._bump_vectors(conn, sid)
             conn.execute("INSERT OR IGNORE INTO tombstones (message_id, session_id, seq)"
                          " SELECT message_id, session_id, seq FROM messages WHERE session_id=?",
                          (sid,))
@@ -300,14 +305,16 @@ class Archive(SQLArchive[sqlite3.Connection]):
 
     # --- search ----------------------------------------------------------------------------
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
-               limit: int, within: tuple[float, float] | None = None) -> Iterator[Message]:
+               limit: int, within: tuple[float, float] | None = None,
+               near: Sequence[int] = ()) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
         ``query``, best BM25 rank first (any word may match; CJK by character pairs), each
         followed by the message after it (the reply that usually holds the answer).
-        ``within``: only messages created in that span (Unix seconds, end excluded).
+        ``within``: only messages created in that span (Unix seconds, end excluded);
+        ``near``: the seqs nearest by meaning, fused with the word ranks (issue 31).
         Reads this session's postings only (``SQLArchive._recall``, issue 31)."""
         return self._recall(sid, query, after_seq, before_seq, limit, within,
-                            RECALL_MAX_POSTINGS)
+                            RECALL_MAX_POSTINGS, near)
 
     def _terms_with_prefix(self, prefix: str) -> list[str] | None:
         rows = self._read("SELECT term FROM fts_terms WHERE term >= ? AND term < ? LIMIT ?",
