@@ -38,7 +38,7 @@ from hermes_redis.memory.book import MemoryBook
 from hermes_redis.memory.extraction import EXTRACTORS
 from hermes_redis.store.archive import ArchiveStore
 from hermes_redis.store.hot import HotStore
-from hermes_redis.store.open import open_archive, open_hot, open_queue
+from hermes_redis.store.open import open_archive, open_hot, open_queue, open_vectors
 from hermes_redis.tiers.maintainer import Maintainer
 
 log = logging.getLogger(__name__)
@@ -56,11 +56,13 @@ class SessionMemory:
         # one provider for summaries and extracted facts alike: "offline" or "chat"
         model, endpoint = c.session.compression.summary_model, c.summarizer
         kind = provider(model, endpoint.base_url)
+        vectors = open_vectors(c, self.cold)  # issue 31: None unless embeddings are on
         self.book = MemoryBook(self.cold, self.hot, self.tokenizer,
-                               c.memory.persistent.max_extracted, EXTRACTORS[kind](model, endpoint))
+                               c.memory.persistent.max_extracted, EXTRACTORS[kind](model, endpoint),
+                               vectors)
         self.maintainer = Maintainer(c, self.hot, self.cold,
                                      SUMMARIZERS[kind](model, endpoint, self.offline_summarizer),
-                                     self.tokenizer, self.book)
+                                     self.tokenizer, self.book, vectors)
         if self.hot.restarted():
             self.maintainer.catch_up()
         self.pressure, self.owners = self.maintainer.pressure, self.maintainer.owners

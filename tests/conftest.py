@@ -144,7 +144,8 @@ def config_factory(tmp_path: Path, redis_url: str, request: pytest.FixtureReques
 # The end-to-end slices that also run on the PostgreSQL archive (Redis hot tier) and on the
 # Redis Cluster: each `mem` / `backend` test of these modules gets another case. The
 # archive's own behaviour is tests/test_archive.py's, on both archives.
-PG_ARCHIVE_MODULES = frozenset({"test_session_memory", "test_search", "test_listing", "test_context"})
+PG_ARCHIVE_MODULES = frozenset({"test_session_memory", "test_search", "test_listing", "test_context",
+                                "test_embeddings"})
 CLUSTER_MODULES = frozenset({"test_session_memory", "test_concurrency", "test_workers", "test_primitives",
                              "test_extraction"})
 

@@ -54,7 +54,30 @@ def run(config: Config) -> list[Check]:
             hot.close()
     elif config.session.backend != "memory":
         checks.append(_no_redis_no_worker(config))
+    if config.embeddings.provider != "none":
+        checks.append(embeddings_check(config))
     return checks
+
+
+def embeddings_check(config: Config) -> Check:
+    """The embedding provider answers one text with a vector (issue 31). A failing one only
+    warns: archiving goes on and recall is by words until the vectors are filled in."""
+    from hermes_redis.core.embeddings import open_embedder
+
+    try:
+        embedder = open_embedder(config.embeddings)
+    except ConfigError as err:
+        return Check("embeddings", FAIL, str(err), "fix the embeddings block of the config")
+    assert embedder is not None
+    started = time.perf_counter()
+    try:
+        embedder.embed(["hermes-redis doctor"])
+    except HermesError as err:
+        return Check("embeddings", WARN, f"{err}; messages are archived without vectors and "
+                     "recall is by words until it answers", "check embeddings.base_url, "
+                     "embeddings.model and the key in $" + config.embeddings.api_key_env)
+    return Check("embeddings", OK, f"{embedder.name}: {embedder.dim} dimensions, one text in "
+                 f"{(time.perf_counter() - started) * 1e3:.0f} ms")
 
 
 def failed(checks: list[Check]) -> bool:

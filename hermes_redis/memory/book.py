@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
+from hermes_redis.core.embeddings import fuse
 from hermes_redis.core.errors import BackendUnavailableError, NotFoundError
 from hermes_redis.core.models import Memory, Message, check_content
 from hermes_redis.core.text import relevant
@@ -25,16 +26,19 @@ from hermes_redis.memory import extraction
 from hermes_redis.memory.triggers import trigger_fact
 from hermes_redis.store.archive import ArchiveStore
 from hermes_redis.store.hot import HotStore
+from hermes_redis.store.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
 
 class MemoryBook:
     def __init__(self, cold: ArchiveStore, hot: HotStore, tokenizer: Tokenizer, max_extracted: int,
-                 extractor: extraction.Extractor | None = None) -> None:
+                 extractor: extraction.Extractor | None = None,
+                 vectors: VectorIndex | None = None) -> None:
         self.cold, self.hot, self.tokenizer = cold, hot, tokenizer
         self.max_extracted = max_extracted
         self.extractor = extractor or extraction.RuleExtractor()
+        self.vectors = vectors  # issue 31: memories found by meaning too; None: by words
 
     def remember(self, user_id: str, text: str, session_id: str | None) -> str:
         """Store ``text`` as an explicit memory of a user the archive knows (a session or an
@@ -44,6 +48,8 @@ class MemoryBook:
                                 "create a session for them first (or check the spelling)")
         memory_id, _ = self.add(user_id, text, session_id)
         assert memory_id is not None  # only an extracted memory can be refused
+        if self.vectors is not None:  # extracted and triggered ones: after their flush
+            self.vectors.fill_memories(user_id)
         return memory_id
 
     def memories(self, user_id: str, query: str | None, superseded: bool) -> list[Memory]:
@@ -51,7 +57,15 @@ class MemoryBook:
         memories replaced); with ``query``, only those sharing a distinctive word with it,
         best match first."""
         rows = self.cold.memories(user_id, superseded=superseded)
-        return rows if query is None else relevant(rows, query, key=lambda m: m.content)
+        if query is None:
+            return rows
+        by_words = relevant(rows, query, key=lambda m: m.content)
+        if self.vectors is None:
+            return by_words
+        near = self.vectors.nearest_memories(user_id, query, limit=20)
+        by_id = {m.memory_id: m for m in rows}
+        return [by_id[i] for i in fuse([[m.memory_id for m in by_words], near], len(rows))
+                if i in by_id]
 
     def add(self, user_id: str, content: str, session_id: str | None = None,
             seq: int | None = None, kind: str = "explicit",

@@ -18,15 +18,17 @@ from hermes_redis.core.models import Message
 from hermes_redis.memory.book import MemoryBook
 from hermes_redis.store.archive import ArchiveStore
 from hermes_redis.store.hot import HotStore
+from hermes_redis.store.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
 
 
 class Flusher:
     def __init__(self, config: Config, hot: HotStore, cold: ArchiveStore,
-                 book: MemoryBook | None) -> None:
+                 book: MemoryBook | None, vectors: VectorIndex | None = None) -> None:
         self.config, self.hot, self.cold = config, hot, cold
         self.book = book  # extracts durable facts after each flush; None: extraction is off
+        self.vectors = vectors  # issue 31: embeds what was archived; None: embeddings are off
 
     def flush(self, sid: str, again: bool = True) -> int:
         """Copy the session's unarchived messages into the archive; returns how many were new.
@@ -59,6 +61,9 @@ class Flusher:
         # Seqs up to last_seq that the tail no longer holds were forgotten: nothing left to archive.
         upto = max(pending[-1].seq if pending else 0, meta.last_seq)
         self.hot.ack_flush(sid, upto, self.config.session.ttl, tool_ids)
+        if self.vectors is not None:  # after the ack: embeddings never hold up archiving
+            self.vectors.fill(sid)
+            self.vectors.fill_memories(meta.user_id)
         return added
 
     def _extract(self, sid: str, user_id: str, archived: list[Message]) -> None:

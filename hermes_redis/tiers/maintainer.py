@@ -28,6 +28,7 @@ from hermes_redis.core.tokens import Tokenizer
 from hermes_redis.memory.book import MemoryBook
 from hermes_redis.store.archive import ArchiveStore
 from hermes_redis.store.hot import HotStore
+from hermes_redis.store.vectors import VectorIndex
 from hermes_redis.tiers import search as search_mod
 from hermes_redis.tiers.append import Appender, MemoryPressure
 from hermes_redis.tiers.compaction import Compactor
@@ -43,13 +44,14 @@ __all__ = ["Maintainer", "MemoryPressure", "split_turns"]
 
 class Maintainer:
     def __init__(self, config: Config, hot: HotStore, cold: ArchiveStore,
-                 summarizer: Summarizer, tokenizer: Tokenizer, book: MemoryBook) -> None:
+                 summarizer: Summarizer, tokenizer: Tokenizer, book: MemoryBook,
+                 vectors: VectorIndex | None = None) -> None:
         self.hot, self.cold = hot, cold
         self.loader = Loader(config, hot, cold)
-        self.read = Reader(hot, cold)
+        self.read = Reader(hot, cold, vectors)
         self.owners = Owners(hot, cold)
         extract = config.memory.persistent.auto_extract
-        self.flusher = Flusher(config, hot, cold, book if extract else None)
+        self.flusher = Flusher(config, hot, cold, book if extract else None, vectors)
         self.compactor = Compactor(config, hot, cold, summarizer, tokenizer, self.flusher,
                                    self.read)
         self.forgetter = Forgetter(hot, cold, self.loader, self.read, self.flusher,

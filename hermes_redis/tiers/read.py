@@ -15,6 +15,7 @@ from hermes_redis.core.errors import AmbiguousIdError, NotFoundError, Validation
 from hermes_redis.core.models import Message, SessionInfo, SessionMeta
 from hermes_redis.store.archive import ArchiveStore
 from hermes_redis.store.hot import HotStore
+from hermes_redis.store.vectors import VectorIndex
 
 
 def split_turns(messages: list[Message]) -> list[list[Message]]:
@@ -29,8 +30,10 @@ def split_turns(messages: list[Message]) -> list[list[Message]]:
 
 
 class Reader:
-    def __init__(self, hot: HotStore, cold: ArchiveStore) -> None:
+    def __init__(self, hot: HotStore, cold: ArchiveStore,
+                 vectors: VectorIndex | None = None) -> None:
         self.hot, self.cold = hot, cold
+        self.vectors = vectors  # issue 31: None: recall by words only
 
     def history(self, sid: str, upto_seq: int | None = None, after_seq: int = 0,
                 limit: int | None = None) -> list[Message]:
@@ -74,7 +77,11 @@ class Reader:
 
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int, limit: int,
                within: tuple[float, float] | None = None) -> Iterator[Message]:
-        return self.cold.recall(sid, query, after_seq, before_seq, limit, within)
+        """Best first: by words, fused with the nearest by meaning when embeddings are on
+        (not within a named day: the day's messages are found by words)."""
+        near = (self.vectors.nearest(sid, query, after_seq, before_seq, limit)
+                if self.vectors is not None and within is None else [])
+        return self.cold.recall(sid, query, after_seq, before_seq, limit, within, near)
 
     def turns(self, sid: str) -> tuple[int, int]:
         """(turns in the stored history, turns the summary covers), counted by the archive's
