@@ -23,7 +23,7 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   pip_q() { "$VENV/bin/python" -m pip install -q "$@" >>"$log" 2>&1; }
   echo "installing hermes-redis and the benchmark peers into $VENV (log: $log)…" >&2
   pip_q --upgrade pip || true
-  if ! pip_q -e ".[postgres]"; then
+  if ! pip_q -e ".[postgres,semantic]"; then
     tail -n 20 "$log" >&2
     echo "error: could not install hermes-redis into $VENV; see $log" >&2
     exit 1

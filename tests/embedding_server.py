@@ -30,7 +30,7 @@ def _vectors(model: str, texts: list[str]) -> Any:
     global _encode
     if _encode is None:
         _encode = load_local(LOCAL_DEFAULT)
-    rows = [[float(x) for x in row] for row in _encode(texts)]
+    rows = [[float(x) for x in row] for row in _encode(texts, False)]
     if model == "good-64":
         rows = [row[:64] for row in rows]
     elif model == "short":

@@ -139,6 +139,9 @@ def test_recall_finds_by_meaning_what_words_cannot(config_factory: Any, backend:
         assert any("beagle" in text for text in recalled(mem, sid))
         model = mem.maintainer.read.vectors.embedder.key  # type: ignore[union-attr]
         assert len(mem.cold.vectors(sid, model)) == mem.info(sid).message_count
+        mem.append(sid, "user", "one more")
+        mem.flush(sid)  # archived at once; embedded with the next FILL_MIN (one call for all)
+        assert len(mem.cold.vectors(sid, model)) == mem.info(sid).message_count - 1
 
 
 def test_memories_are_searched_by_meaning_too(config_factory: Any, endpoint: EmbeddingServer) -> None:
@@ -183,7 +186,7 @@ def test_a_misbehaving_endpoint_is_one_line_and_changes_nothing(
         ctx = mem.context(sid, 600, query=QUESTION)
         assert ctx.tokens <= 600 and mem.info(sid).message_count == 2 * len(FILLER)
         assert says in caplog.text
-        assert mem.cold.vector_version(sid) == 0 and not mem.cold.vectors(sid, f"openai:{model}/512")
+        assert mem.cold.vector_version(sid) == 0 and not mem.cold.vectors(sid, f"openai:{model}/384")
 
 
 def test_a_model_changed_under_the_archive_is_never_compared_with_the_old(
@@ -191,13 +194,13 @@ def test_a_model_changed_under_the_archive_is_never_compared_with_the_old(
     base = config_factory("redis")
     with SessionMemory(semantic(base, endpoint.url)) as mem:
         sid = conversation(mem)
-        assert len(mem.cold.vectors(sid, "openai:good/512")) == mem.info(sid).message_count
+        assert len(mem.cold.vectors(sid, "openai:good/384")) == mem.info(sid).message_count
     with SessionMemory(semantic(base, endpoint.url, model="good-64")) as mem:
         assert mem.context(sid, 600, query=QUESTION).tokens <= 600  # old vectors: not read
         mem.append(sid, "user", "one more")
         mem.flush(sid)  # re-embeds the window with the new model, replacing the old vectors
         assert len(mem.cold.vectors(sid, "openai:good-64/64")) == mem.info(sid).message_count
-        assert mem.cold.vectors(sid, "openai:good/512") == []
+        assert mem.cold.vectors(sid, "openai:good/384") == []
 
 
 def test_forgetting_a_message_forgets_its_vector(config_factory: Any,
@@ -208,7 +211,7 @@ def test_forgetting_a_message_forgets_its_vector(config_factory: Any,
         dog = next(m.seq for m in mem.messages(sid) if "beagle" in m.content)
         assert mem.forget_keyword(sid, "beagle") == 1
         assert not any("beagle" in text for text in recalled(mem, sid))
-        seqs = [s for s, _ in mem.cold.vectors(sid, "openai:good/512")]
+        seqs = [s for s, _ in mem.cold.vectors(sid, "openai:good/384")]
         assert len(seqs) == mem.info(sid).message_count and dog not in seqs
 
 
@@ -223,7 +226,7 @@ def test_doctor_checks_the_provider(config_factory: Any, endpoint: EmbeddingServ
     from hermes_redis.cli.doctor import embeddings_check
 
     good = embeddings_check(semantic(config_factory("memory"), endpoint.url))
-    assert (good.status, good.detail.split(" in ")[0]) == ("ok", "openai:good: 512 dimensions, one text")
+    assert (good.status, good.detail.split(" in ")[0]) == ("ok", "openai:good: 384 dimensions, one text")
     down = embeddings_check(semantic(config_factory("memory"), f"http://127.0.0.1:{free_port()}/v1"))
     assert down.status == "warn" and "cannot reach the endpoint" in down.detail
     local = embeddings_check(config_factory("memory").with_overrides(

@@ -118,6 +118,7 @@ class Embeddings:
     timeout: float = 10.0
     batch_size: int = 64
     cooldown: float = 60.0  # seconds without calls after a failure (the worker fills in later)
+    weight: float = 1.0  # what the nearest-by-meaning ranks count in the fusion, BM25's being 1
 
 
 @dataclass(frozen=True)
@@ -372,6 +373,7 @@ def _check(cfg: Config) -> None:
         (cfg.embeddings.timeout > 0, "embeddings.timeout must be positive"),  # issue 31
         (1 <= cfg.embeddings.batch_size <= 2048, "embeddings.batch_size must be 1-2048"),
         (cfg.embeddings.cooldown >= 0, "embeddings.cooldown must be 0 or more seconds"),
+        (0 <= cfg.embeddings.weight <= 10, "embeddings.weight must be 0-10 (BM25's ranks count 1)"),
         (cfg.embeddings.provider != "openai" or bool(cfg.embeddings.base_url and cfg.embeddings.model),
          "embeddings.provider openai needs embeddings.base_url (e.g. http://localhost:11434/v1)"
          " and embeddings.model"),

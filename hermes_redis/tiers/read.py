@@ -81,7 +81,8 @@ class Reader:
         (not within a named day: the day's messages are found by words)."""
         near = (self.vectors.nearest(sid, query, after_seq, before_seq, limit)
                 if self.vectors is not None and within is None else [])
-        return self.cold.recall(sid, query, after_seq, before_seq, limit, within, near)
+        weight = self.vectors.weight if self.vectors is not None else 1.0
+        return self.cold.recall(sid, query, after_seq, before_seq, limit, within, near, weight)
 
     def turns(self, sid: str) -> tuple[int, int]:
         """(turns in the stored history, turns the summary covers), counted by the archive's

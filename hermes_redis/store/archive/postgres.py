@@ -406,15 +406,16 @@ class PostgresArchive(SQLArchive[psycopg.Connection[Any]]):
     # --- search ----------------------------------------------------------------------------
     def recall(self, sid: str, query: str, after_seq: int, before_seq: int,
                limit: int, within: tuple[float, float] | None = None,
-               near: Sequence[int] = ()) -> Iterator[Message]:
+               near: Sequence[int] = (), near_weight: float = 1.0) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
         ``query``, best BM25 rank first (any word may match; CJK by character pairs), each
         followed by the message after it (the reply that usually holds the answer).
         ``within``: only messages created in that span (Unix seconds, end excluded);
-        ``near``: the seqs nearest by meaning, fused with the word ranks (issue 31).
+        ``near``: the seqs nearest by meaning, fused with the word ranks at ``near_weight``
+        (issue 31).
         Reads this session's postings only (``SQLArchive._recall``, issue 31), as SQLite."""
         return self._recall(sid, query, after_seq, before_seq, limit, within,
-                            RECALL_MAX_POSTINGS, near)
+                            RECALL_MAX_POSTINGS, near, near_weight)
 
     def search(self, query: str, user_id: str | None = None, limit: int = 20) -> list[SearchHit]:
         match = ts_query(query)

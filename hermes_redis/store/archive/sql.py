@@ -462,13 +462,13 @@ class SQLArchive(ABC, Generic[Conn]):
     # --- recall (issue 31: scoped to the session by its own index) ---------------------------
     def _recall(self, sid: str, query: str, after_seq: int, before_seq: int, limit: int,
                 within: tuple[float, float] | None, most: int,
-                near: Sequence[int] = ()) -> Iterator[Message]:
+                near: Sequence[int] = (), near_weight: float = 1.0) -> Iterator[Message]:
         """The session's messages in after_seq < seq < before_seq that share words with
         ``query``, best BM25 first (ties: earliest first), fused by reciprocal rank with
         ``near`` (the seqs nearest by meaning, best first) when given, each followed by its
         reply."""
         top = self._bm25(sid, query, after_seq, before_seq, limit, within, most)
-        top = fuse([top, near], limit) if near else top
+        top = fuse([top, near], limit, (1.0, near_weight)) if near else top
         if not top:
             return iter(())
         hits = {r["seq"]: r for r in self._read(
