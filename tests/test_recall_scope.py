@@ -169,6 +169,52 @@ def test_sqlite_recall_cost_is_bounded_whatever_the_sessions_size(tmp_path: Path
         store.close()
 
 
+def _pg_rows(store: PostgresArchive, url: str, query: str, sid: str) -> int:
+    """Rows every plan node of one recall's statements handles on PostgreSQL (EXPLAIN
+    ANALYZE: actual rows × loops, summed): its cost, free of the machine's load."""
+    statements: list[tuple[str, list[Any]]] = []
+    read = store._read
+
+    def record(sql: str, args: Any = (), values: Any = None) -> list[dict[str, Any]]:
+        if "recall_index" in sql:
+            statements.append((sql, list(args)))
+        return read(sql, args, values)
+    store._read = record  # type: ignore[method-assign]
+    try:
+        list(store.recall(sid, query, 0, 10**9, 16))
+    finally:
+        del store._read
+
+    def handled(node: dict[str, Any]) -> int:
+        own = int(node.get("Actual Rows", 0) * node.get("Actual Loops", 1))
+        return own + sum(handled(child) for child in node.get("Plans", []))
+    total = 0
+    with psycopg.connect(url) as conn:
+        for sql, args in statements:
+            plan = conn.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "
+                                + archive_pg.postgres_sql(sql), args).fetchone()[0]
+            total += handled(plan[0]["Plan"])
+    return total
+
+
+def test_pg_recall_cost_is_bounded_whatever_the_sessions_size(pg_url: str) -> None:
+    """As on SQLite: the rows a recall's plans handle in a session of 6,400 messages that all
+    say the query's words are within 5 % of those in one of 1,280. (The mean length joined
+    as an avg() subquery was evaluated again for each posting here: 257² rows.)"""
+    store = PostgresArchive(pg_url)
+    try:
+        _common(store, "small", 1_280)
+        _common(store, "big", 6_400)
+        for query in ("alpha beta gamma delta", "alpha note1234", "gamma"):
+            small = _pg_rows(store, pg_url, query, "small")
+            big = _pg_rows(store, pg_url, query, "big")
+            assert 0 < big <= small * 1.05 + 50, (query, small, big)
+            assert big < 20 * archive_base.RECALL_MAX_POSTINGS, (query, big)
+        assert _seqs(store, "big", "alpha note1234", 4) == [1234, 1235]
+    finally:
+        store.close()
+
+
 def _recalls(archive: ArchiveStore) -> dict[str, list[int]]:
     return {q: _seqs(archive, sid, q) for q in QUERIES for sid in ("mine", "other001")}
 
