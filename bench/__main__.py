@@ -19,8 +19,9 @@ from pathlib import Path
 
 from bench.common import ROOT, Section, scratch_dir, start_redis
 
-SECTIONS = ("append", "memory", "context", "flush", "archives", "recall", "listing", "compression", "quality",
-            "extraction", "memories", "cluster", "peers", "http", "adapters")
+SECTIONS = ("append", "memory", "context", "flush", "archives", "recall", "recall-context",
+            "listing", "compression", "quality", "extraction", "memories", "cluster", "peers",
+            "http", "adapters")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -94,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         archives,
         cluster,
         compression,
+        context_recall,
         context_scaling,
         extraction,
         flush,
@@ -125,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = archives.run(workdir, args.quick)
             elif name == "recall":
                 sec = recall_scope.run(workdir, args.quick)
+            elif name == "recall-context":
+                sec = context_recall.run(server, workdir, args.quick)
             elif name == "listing":
                 sec = listing.run(server, workdir, args.quick)
             elif name == "compression":

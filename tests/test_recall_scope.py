@@ -14,6 +14,7 @@ import pytest
 
 from hermes_redis.core.text import fts_matches, recall_terms
 from hermes_redis.store.archive import Archive, ArchiveStore, Forgotten
+from hermes_redis.store.archive import base as archive_base
 from hermes_redis.store.archive import postgres as archive_pg
 from hermes_redis.store.archive.base import SCHEMA_VERSION
 from hermes_redis.store.archive.postgres import PostgresArchive
@@ -107,7 +108,7 @@ def _index_rows(archive: ArchiveStore, sid: str, seq: int | None = None) -> int:
     return int(archive._read(sql, args)[0]["n"])  # type: ignore[attr-defined]
 
 
-def _steps(store: Archive, query: str) -> int:
+def _steps(store: Archive, query: str, sid: str = "mine") -> int:
     """SQLite virtual-machine steps one recall takes: its cost, free of the machine's load."""
     conn = store._connect()
     count = [0]
@@ -117,7 +118,7 @@ def _steps(store: Archive, query: str) -> int:
         return 0
     conn.set_progress_handler(tick, 10)
     try:
-        list(store.recall("mine", query, 0, 10**9, 16))
+        list(store.recall(sid, query, 0, 10**9, 16))
     finally:
         conn.set_progress_handler(None, 0)
     return count[0]
@@ -137,6 +138,79 @@ def test_sqlite_recall_cost_ignores_other_sessions(tmp_path: Path) -> None:
         assert all(v > 0 for v in few.values())
         for q in QUERIES:
             assert many[q] <= few[q] * 1.05 + 50, (q, few[q], many[q])
+    finally:
+        store.close()
+
+
+def _common(store: ArchiveStore, sid: str, count: int) -> None:
+    """``count`` messages that all say the same four words, each with one rare word."""
+    for start in range(1, count + 1, 500):
+        texts = [f"alpha beta gamma delta note{seq}" for seq in range(start, min(count + 1, start + 500))]
+        store.write(row(sid), msgs(sid, texts, start=start))
+
+
+def test_sqlite_recall_cost_is_bounded_whatever_the_sessions_size(tmp_path: Path) -> None:
+    """Issue 31 part 2: a recall of words every message holds does the same work (SQLite VM
+    steps) in a session of 1,280 messages as in one of 6,400 (5 and 25 × RECALL_MAX_POSTINGS):
+    each term is counted, and the kept one ranked, up to RECALL_MAX_POSTINGS + 1 postings.
+    With the old cap (10,000) the big session's recall took 5.0× the small one's steps."""
+    assert archive_base.RECALL_MAX_POSTINGS <= 1_280
+    store = Archive(tmp_path / "a.db")
+    try:
+        _common(store, "small", 1_280)
+        _common(store, "big", 6_400)
+        for query in ("alpha beta gamma delta", "alpha note1234", "gamma"):
+            small, big = _steps(store, query, "small"), _steps(store, query, "big")
+            assert 0 < big <= small * 1.05 + 50, (query, small, big)
+        # what is kept: the rare word alone ranks; with only common words, the rarest
+        assert _seqs(store, "big", "alpha note1234", 4) == [1234, 1235]
+        assert len(_seqs(store, "big", "alpha beta gamma delta", 16)) >= 16  # with a reply
+    finally:
+        store.close()
+
+
+def _pg_rows(store: PostgresArchive, url: str, query: str, sid: str) -> int:
+    """Rows every plan node of one recall's statements handles on PostgreSQL (EXPLAIN
+    ANALYZE: actual rows × loops, summed): its cost, free of the machine's load."""
+    statements: list[tuple[str, list[Any]]] = []
+    read = store._read
+
+    def record(sql: str, args: Any = (), values: Any = None) -> list[dict[str, Any]]:
+        if "recall_index" in sql:
+            statements.append((sql, list(args)))
+        return read(sql, args, values)
+    store._read = record  # type: ignore[method-assign]
+    try:
+        list(store.recall(sid, query, 0, 10**9, 16))
+    finally:
+        del store._read
+
+    def handled(node: dict[str, Any]) -> int:
+        own = int(node.get("Actual Rows", 0) * node.get("Actual Loops", 1))
+        return own + sum(handled(child) for child in node.get("Plans", []))
+    total = 0
+    with psycopg.connect(url) as conn:
+        for sql, args in statements:
+            plan = conn.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) "
+                                + archive_pg.postgres_sql(sql), args).fetchone()[0]
+            total += handled(plan[0]["Plan"])
+    return total
+
+
+def test_pg_recall_cost_is_bounded_whatever_the_sessions_size(pg_url: str) -> None:
+    """As on SQLite: the rows a recall's plans handle in a session of 6,400 messages that all
+    say the query's words are within 5 % of those in one of 1,280. (The mean length joined
+    as an avg() subquery was evaluated again for each posting here: 257² rows.)"""
+    store = PostgresArchive(pg_url)
+    try:
+        _common(store, "small", 1_280)
+        _common(store, "big", 6_400)
+        for query in ("alpha beta gamma delta", "alpha note1234", "gamma"):
+            small = _pg_rows(store, pg_url, query, "small")
+            big = _pg_rows(store, pg_url, query, "big")
+            assert 0 < big <= small * 1.05 + 50, (query, small, big)
+            assert big < 20 * archive_base.RECALL_MAX_POSTINGS, (query, big)
+        assert _seqs(store, "big", "alpha note1234", 4) == [1234, 1235]
     finally:
         store.close()
 

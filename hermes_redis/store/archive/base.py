@@ -72,10 +72,13 @@ CREATE TABLE IF NOT EXISTS message_vectors (session_id TEXT NOT NULL, seq INTEGE
   model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
 """
 # Recall leaves out query terms found in more of the session's archived messages than this:
-# their postings would cost more to rank than they say (BM25 weighs them near zero), and
-# with them left out a recall in a million-message session costs about what it costs in a
-# thousand. It reads at most this many + 1 postings a term, of that session only.
-RECALL_MAX_POSTINGS = 10_000
+# their postings would cost more to rank than they say (BM25 weighs them low), and with them
+# left out a recall in a 200,000-message session costs what it costs in a 200-message one.
+# It counts at most this many + 1 postings a term and ranks at most that many a kept term, of
+# that session only. 256 (issue 31 part 2; 10,000 before): a recall of four common words at
+# 100,000 turns read 4 × 10,001 index entries and ranked 10,001, ten times a 100-turn one;
+# the LoCoMo quality bench held (docs/benchmarks.md, "Recall scoped to its session").
+RECALL_MAX_POSTINGS = 256
 # Search ranks at most this many matches, the newest archived: a word found in more
 # messages than this ranks its newest ones, so a search costs about the same over a
 # million messages as over a thousand (FTS5's bm25() and ts_rank cost O(matches)).

@@ -518,10 +518,12 @@ class SQLArchive(ABC, Generic[Conn]):
             f" LIMIT ?) AS t{i}" for i, (_, (sql, _)) in enumerate(kept))
         scoring = [a for n, (_, part_args) in kept
                    for a in [math.log(1 + (total - n + 0.5) / (n + 0.5)), *part_args, most + 1]]
+        # the mean length as a window over p, read once: a joined avg() subquery was run again
+        # for every posting on PostgreSQL (a nested loop: 257² rows for 257 postings)
         rows = self._read(
-            f"WITH p AS ({union}), m AS (SELECT avg(dl) AS a FROM p)"
-            " SELECT seq, sum(w * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / m.a))) AS score"
-            " FROM p, m GROUP BY seq ORDER BY score DESC, seq LIMIT ?", [*scoring, limit])
+            f"WITH p AS ({union}), q AS (SELECT seq, tf, dl, w, avg(dl) OVER () AS a FROM p)"
+            " SELECT seq, sum(w * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / a))) AS score"
+            " FROM q GROUP BY seq ORDER BY score DESC, seq LIMIT ?", [*scoring, limit])
         return [int(r["seq"]) for r in rows]
 
     def _session_size(self, sid: str) -> int:
