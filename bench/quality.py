@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, Section, num, open_memory, verdict
+from bench.common import ROOT, Section, make_config, median, num, open_memory, verdict
 from hermes_redis import SessionMemory
+from hermes_redis.core.errors import HermesError
 from hermes_redis.core.models import Context
 from hermes_redis.core.tokens import MESSAGE_OVERHEAD
 
@@ -48,6 +49,7 @@ class Turn:
     role: str
     content: str
     created_at: float
+    dia_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Question:
     question: str
     answer: str
     category: int
+    evidence: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,10 @@ def _conversation(record: dict[str, Any]) -> Conversation:
             text = f"{t['speaker']}: {t['text']}"
             if t.get("blip_caption"):
                 text += f" [shares a photo: {t['blip_caption']}]"
-            turns.append(Turn(roles.get(t["speaker"], "user"), text, at))
+            turns.append(Turn(roles.get(t["speaker"], "user"), text, at, t.get("dia_id", "")))
         i += 1
-    qa = [Question(q["question"], str(q["answer"]), int(q["category"]))
+    qa = [Question(q["question"], str(q["answer"]), int(q["category"]),
+                   tuple(str(e) for e in q.get("evidence") or ()))
           for q in record["qa"] if q.get("category") != 5 and "answer" in q]
     return Conversation(record["sample_id"], turns, qa)
 
@@ -128,13 +132,65 @@ STRATEGY = {"rolling_window": "rolling_window", "summary": "summary", "hybrid": 
             "hybrid+query": "hybrid"}
 
 
-def ingest(conv: Conversation, workdir: Path, strategy: str) -> tuple[SessionMemory, str, float]:
-    mem = open_memory(None, workdir, backend="memory", compression={"strategy": strategy})
+@dataclass(frozen=True)
+class Variant:
+    """How a conversation is imported: with each message's real date (``dated``) or all
+    at once as a plain transcript, and the embeddings provider (``none``: BM25 only)."""
+
+    dated: bool = True
+    embeddings: str = "none"
+
+    @property
+    def name(self) -> str:
+        return f"{'dated' if self.dated else 'undated'}, {self.embeddings}"
+
+    def config(self) -> dict[str, Any]:
+        if self.embeddings == "openai":  # any /v1/embeddings endpoint, named by the environment
+            return {"provider": "openai", "base_url": os.environ["BENCH_EMBEDDINGS_URL"],
+                    "model": os.environ.get("BENCH_EMBEDDINGS_MODEL", "")}
+        return {"provider": self.embeddings}
+
+
+def ingest(conv: Conversation, workdir: Path, strategy: str,
+           variant: Variant = Variant()) -> tuple[SessionMemory, str, float]:
+    config = make_config(None, workdir, "memory", compression={"strategy": strategy})
+    mem = SessionMemory(config.with_overrides(embeddings=variant.config()))
+    vectors = mem.maintainer.read.vectors
+    if vectors is not None:  # each distinct text is embedded once per run, whatever the variant
+        _memoize(vectors.embedder)
     sid = mem.create_session("locomo", title=conv.sample_id)
     started = time.perf_counter()
     for t in conv.turns:
-        mem.append(sid, t.role, t.content, created_at=t.created_at)
+        mem.append(sid, t.role, t.content, created_at=t.created_at if variant.dated else None)
     return mem, sid, time.perf_counter() - started
+
+
+EMBEDDED: dict[tuple[str, str, bool], Any] = {}  # (provider, text, query) -> vector
+
+
+def _memoize(embedder: Any) -> None:
+    raw = embedder._raw
+
+    def cached(texts: list[str], query: bool) -> list[Any]:
+        todo = [t for t in texts if (embedder.name, t, query) not in EMBEDDED]
+        if todo:
+            for t, vec in zip(todo, raw(todo, query), strict=True):
+                EMBEDDED[(embedder.name, t, query)] = vec
+        return [EMBEDDED[(embedder.name, t, query)] for t in texts]
+
+    embedder._raw = cached
+
+
+def paraphrased(conv: Conversation) -> set[int]:
+    """The questions (indices) that share no content word with any of their evidence
+    messages: only recall by meaning can find those."""
+    said = {t.dia_id: set(_words(t.content.split(": ", 1)[-1])) for t in conv.turns if t.dia_id}
+    out = set()
+    for i, q in enumerate(conv.questions):
+        evidence = [said[e] for e in q.evidence if e in said]
+        if evidence and not set(_words(q.question)) & set().union(*evidence):
+            out.add(i)
+    return out
 
 
 def newest_that_fit(messages: list[tuple[str, int]], budget: int) -> tuple[str, int]:
@@ -171,18 +227,23 @@ class Score:
         return self.words / self.questions if self.questions else 0.0
 
 
-def evaluate(convs: list[Conversation], workdir: Path) -> dict[tuple[str, int], Score]:
-    """Every method's score at every budget, over all questions of all conversations."""
+def evaluate(convs: list[Conversation], workdir: Path, variant: Variant = Variant(),
+             methods: tuple[str, ...] = METHODS) -> dict[tuple[str, int], Score]:
+    """Every method's score at every budget, over all questions of all conversations; the
+    paraphrase subset's under ``(method + " paraphrase", budget)``."""
     scores: dict[tuple[str, int], Score] = {}
-    for method in METHODS:
+    for method in methods:
         for conv in convs:
-            for budget, sent, tokens, q in _contexts(method, conv, workdir):
+            hard = {id(conv.questions[i]) for i in paraphrased(conv)}
+            for budget, sent, tokens, q in _contexts(method, conv, workdir, variant):
                 scores.setdefault((method, budget), Score()).add(q, sent, tokens)
+                if id(q) in hard:
+                    scores.setdefault((method + " paraphrase", budget), Score()).add(q, sent, tokens)
     return scores
 
 
-def _contexts(method: str, conv: Conversation,
-              workdir: Path) -> Iterator[tuple[int, Sent, int, Question]]:
+def _contexts(method: str, conv: Conversation, workdir: Path,
+              variant: Variant = Variant()) -> Iterator[tuple[int, Sent, int, Question]]:
     """(budget, what was sent, its tokens, the question) for each question and budget."""
     if method in ("newest", "full"):
         mem = open_memory(None, workdir, backend="memory")
@@ -200,7 +261,7 @@ def _contexts(method: str, conv: Conversation,
             for q in conv.questions:
                 yield b, sent, used, q
         return
-    mem, sid, seconds = ingest(conv, workdir, STRATEGY[method])
+    mem, sid, seconds = ingest(conv, workdir, STRATEGY[method], variant)
     TIMES.setdefault(method, [0.0, 0.0])
     TIMES[method][0] += seconds
     TIMES[method][1] += len(conv.turns)
@@ -209,7 +270,9 @@ def _contexts(method: str, conv: Conversation,
             b = budget or mem.config.context_budget
             if method == "hybrid+query":
                 for q in conv.questions:
+                    t0 = time.perf_counter()
                     ctx = mem.context(sid, b, query=q.question)
+                    LATENCY.setdefault((variant, b), []).append(time.perf_counter() - t0)
                     yield b, Sent(sent_text(ctx)), ctx.tokens, q
             else:
                 ctx = mem.context(sid, b)
@@ -221,6 +284,7 @@ def _contexts(method: str, conv: Conversation,
 
 
 TIMES: dict[str, list[float]] = {}  # method -> [seconds appending, messages appended]
+LATENCY: dict[tuple[Variant, int], list[float]] = {}  # context() with the question, seconds
 
 
 def run(workdir: Path, quick: bool = False) -> Section:
@@ -232,6 +296,7 @@ def run(workdir: Path, quick: bool = False) -> Section:
     if quick:
         convs = convs[:2]
     TIMES.clear()
+    LATENCY.clear()
     scores = evaluate(convs, workdir)
     n_q = sum(len(c.questions) for c in convs)
     n_msgs = sum(len(c.turns) for c in convs)
@@ -269,7 +334,63 @@ def run(workdir: Path, quick: bool = False) -> Section:
     sec.note("Found = every content word of the answer is in the text sent (see bench/quality.py); "
              "category 5 (no answer) left out. Memory backend, default config apart from the "
              "strategy; newest and full are computed from the messages directly.")
+    _variants(sec, convs, workdir, scores)
     return sec
+
+
+VARIANT_METHODS = ("summary", "hybrid", "hybrid+query")
+
+
+def variants() -> list[Variant]:
+    """Dated and undated, BM25 alone and with each provider that runs here."""
+    providers = ["none", "local"] + (["openai"] if os.environ.get("BENCH_EMBEDDINGS_URL") else [])
+    return [Variant(dated, p) for p in providers for dated in (True, False)]
+
+
+def _variants(sec: Section, convs: list[Conversation], workdir: Path,
+              base: dict[tuple[str, int], Score]) -> None:
+    """Issue 31: the same questions imported undated, and with embeddings; the paraphrase
+    subset (no content word shared with the evidence); context() p50 with the question."""
+    hard = sum(len(paraphrased(c)) for c in convs)
+    table: dict[Variant, dict[tuple[str, int], Score]] = {Variant(): base}
+    for v in variants():
+        if v not in table:
+            try:
+                table[v] = evaluate(convs, workdir, v, VARIANT_METHODS)
+            except HermesError as err:
+                sec.note(f"{v.name}: not run: {err}")
+    sec.add("", "", "", "", "", "", "")
+    sec.add("budget", "variant · method", "recall", "recall (exact)", "vs full",
+            f"paraphrase ({hard} q)", "context() p50 ms")
+    for b in sorted({b for _, b in base})[:2]:
+        full = base[("full", b)].recall
+        for v, scores in table.items():
+            for m in VARIANT_METHODS:
+                s, p = scores.get((m, b)), scores.get((m + " paraphrase", b))
+                if s is None:
+                    continue
+                lat = LATENCY.get((v, b)) if m == "hybrid+query" else None
+                sec.add(num(b), f"{v.name} · {m}", f"{s.recall:.1%}",
+                        f"{s.exact / s.questions:.1%}", f"{s.recall / full:.0%}",
+                        f"{p.recall:.1%}" if p else "0 found",
+                        f"{median(lat) * 1e3:.1f}" if lat else "")
+        for v in table:
+            if v.embeddings == "none" or not v.dated:
+                continue
+            hq = table[v][("hybrid+query", b)].recall
+            words = table[Variant()].get(("hybrid+query paraphrase", b))
+            mine = table[v].get(("hybrid+query paraphrase", b))
+            want = 0.95 if b <= 2000 else 1.0
+            sec.note(f"{b:,} tokens, {v.name}: hybrid+query {hq / full:.0%} of the full history"
+                     f" (target ≥ {want:.0%}: {verdict(hq >= want * full)}); paraphrase subset"
+                     f" {_ratio(mine, words)} BM25 alone (target ≥ 1.5×:"
+                     f" {verdict(bool(mine and words and mine.recall >= 1.5 * words.recall))}).")
+
+
+def _ratio(a: Score | None, b: Score | None) -> str:
+    if a is None or b is None or not b.recall:
+        return "n/a against"
+    return f"{a.recall / b.recall:.2f}×"
 
 
 if __name__ == "__main__":
