@@ -119,6 +119,7 @@ class Embeddings:
     batch_size: int = 64
     cooldown: float = 60.0  # seconds without calls after a failure (the worker fills in later)
     weight: float = 1.0  # what the nearest-by-meaning ranks count in the fusion, BM25's being 1
+    cache_mb: int = 512  # session vectors a process holds for search (float32: 1.5 KB a message at 384)
 
 
 @dataclass(frozen=True)
@@ -374,6 +375,7 @@ def _check(cfg: Config) -> None:
         (1 <= cfg.embeddings.batch_size <= 2048, "embeddings.batch_size must be 1-2048"),
         (cfg.embeddings.cooldown >= 0, "embeddings.cooldown must be 0 or more seconds"),
         (0 <= cfg.embeddings.weight <= 10, "embeddings.weight must be 0-10 (BM25's ranks count 1)"),
+        (cfg.embeddings.cache_mb >= 1, "embeddings.cache_mb must be at least 1"),
         (cfg.embeddings.provider != "openai" or bool(cfg.embeddings.base_url and cfg.embeddings.model),
          "embeddings.provider openai needs embeddings.base_url (e.g. http://localhost:11434/v1)"
          " and embeddings.model"),

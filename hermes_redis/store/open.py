@@ -69,4 +69,5 @@ def open_vectors(config: Config, cold: ArchiveStore) -> VectorIndex | None:
     from hermes_redis.core.embeddings import open_embedder
 
     embedder = open_embedder(config.embeddings)
-    return None if embedder is None else VectorIndex(cold, embedder, config.embeddings.weight)
+    c = config.embeddings
+    return None if embedder is None else VectorIndex(cold, embedder, c.weight, c.cache_mb << 20)

@@ -6,8 +6,9 @@ Guarantees:
   messages without vectors (the next flush of the session fills them in, newest
   ``FILL_WINDOW`` first), and a read without vectors is BM25 alone.
 - A session's search reads that session's vectors only, of the configured model only; a
-  process keeps the newest sessions' matrices (``HELD_BYTES`` in all) and reads only what
-  is new since, so a search costs one query embedding (cached per text) and one product.
+  process keeps the matrices of the sessions it searched last (``held_bytes`` in all,
+  ``embeddings.cache_mb``) and reads only what is new since, so a search costs one query
+  embedding (cached per text) and one product.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ FILL_WINDOW = 1000  # a flush embeds the unembedded among the session's newest t
 # for 16 (the local one: ~10 ms against ~1 ms a text in a batch), and the newest messages
 # are in the context verbatim anyway, so they are not missed by recall meanwhile
 FILL_MIN = 16
-HELD_BYTES = 256 << 20  # session matrices a process keeps, float32
 
 
 @dataclass
@@ -44,9 +44,11 @@ class _Held:
 
 
 class VectorIndex:
-    def __init__(self, cold: ArchiveStore, embedder: Embedder, weight: float = 1.0) -> None:
+    def __init__(self, cold: ArchiveStore, embedder: Embedder, weight: float = 1.0,
+                 held_bytes: int = 512 << 20) -> None:
         self.cold, self.embedder = cold, embedder
         self.weight = weight  # the fusion's weight of these ranks, BM25's being 1
+        self.held_bytes = held_bytes
         self._held: OrderedDict[str, _Held] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -155,7 +157,7 @@ class VectorIndex:
             self._held[sid] = held
             self._held.move_to_end(sid)
             total = sum(h.nbytes for h in self._held.values())
-            while total > HELD_BYTES and len(self._held) > 1:
+            while total > self.held_bytes and len(self._held) > 1:
                 total -= self._held.popitem(last=False)[1].nbytes
         return held
 
