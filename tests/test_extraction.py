@@ -68,7 +68,8 @@ def test_first_person_statements_of_a_life_are_kept(sentence):
     "I'm so happy for you.", "I'm sorry to hear that.", "I want to say thanks.",
     "I'm going to check it out!", "I'm a bit tired.", "I have a question about your trip.",
     "I won't give up!", "I'm glad you had fun.", "I'm doing well, thanks.", "I'm having a blast.",
-    "What have you been up to lately?",
+    "What have you been up to lately?", "I'm writing the upstream block now.",
+    "We're debugging the login flow right now!", "I'm reading your message at the moment.",
 ])
 def test_moods_replies_and_other_peoples_doings_store_nothing(sentence):
     """The first person of the moment ("I'm feeling great", "I'm rooting for you") is no fact."""

@@ -77,7 +77,8 @@ EN = (  # statements of a durable fact, in English
     # the user's life: what they do, have, plan and like, in the first person
     rf"\b(?:I|we)(?:'ve| have) been (?:{_ADVERBS})*(?!{_PASSING}\b)(?:\w+ing|into|busy with)\b",
     rf"\b(?:I|we)(?:'m| am| are|'re) (?:{_ADVERBS})*(?!{_PASSING}\b|going\b)\w+ing\b"
-    rf"(?! (?:you|it|that|this|to you|for you|with you|about you)\b)",
+    rf"(?! (?:you|it|that|this|to you|for you|with you|about you)\b)"
+    r"(?![^.!?]*\b(?:right now|now|at the moment|this minute)\W*$)",  # doing it this minute
     rf"\bI (?:{_ADVERBS})*(?:started|began|joined|quit|adopted|bought|moved|graduated|enrolled"
     r"|retired|signed up|took up|opened|launched|founded|finished|completed|won|lost my"
     r"|got (?:a|an|my|into|married|engaged|promoted|hired)|became|switched)\b(?!')",
