@@ -15,7 +15,7 @@ from hermes_redis.context.history import SessionHistory
 from hermes_redis.context.summarizers import SUMMARIZERS, ExtractiveSummarizer, provider
 from hermes_redis.core import config as config_mod
 from hermes_redis.core.config import Config
-from hermes_redis.core.errors import HermesError, NotFoundError, StateError, ValidationError
+from hermes_redis.core.errors import ConfigError, HermesError, NotFoundError, StateError, ValidationError
 from hermes_redis.core.incoming import check_batch, check_messages
 from hermes_redis.core.models import (
     STATUSES,
@@ -304,6 +304,14 @@ class SessionMemory:
         return self.maintainer.search(check_query(query, "search query"), user_id, limit)
 
     # --- changing ----------------------------------------------------------------------------
+    def embed_archived(self, session_id: str) -> int:
+        """Give every archived message of the session a vector of the configured model (an
+        archive from before embeddings, or a model change); returns how many were stored."""
+        if self.maintainer.read.vectors is None:
+            raise ConfigError("embeddings.provider is none: set embeddings.provider (local or "
+                              "openai) in the config first; see docs/embeddings.md")
+        return self.maintainer.read.vectors.backfill(check_session_id(session_id))
+
     def flush(self, session_id: str) -> int:
         """Archive the session's backlog now instead of waiting for a worker."""
         return self.maintainer.flush(check_session_id(session_id))

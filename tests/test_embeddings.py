@@ -232,3 +232,27 @@ def test_doctor_checks_the_provider(config_factory: Any, endpoint: EmbeddingServ
     local = embeddings_check(config_factory("memory").with_overrides(
         embeddings={"provider": "local", "model": "bert"}))
     assert local.status == "fail" and "not the shipped local model" in local.detail
+
+
+def test_backfill_embeds_an_archive_from_before_embeddings(config_factory: Any, tmp_path: Any,
+                                                           endpoint: EmbeddingServer) -> None:
+    from tests.helpers import write_config
+    from tests.http_server import cli
+
+    base = config_factory("memory").with_overrides(archive={"path": str(tmp_path / "a.db")})
+    with SessionMemory(base) as mem:  # embeddings off: archived, no vectors
+        sid = conversation(mem)
+        count = mem.info(sid).message_count
+    path = write_config({"memory": {"session": {"backend": "memory"}},
+                         "archive": {"path": str(tmp_path / "a.db"),
+                                     "data_dir": str(tmp_path / "data")}}, tmp_path / "c.yml")
+    off = cli(path, "embeddings", "backfill", check=False)
+    assert off.returncode != 0 and "embeddings.provider is none" in off.stderr
+    env = {"HERMES_EMBEDDINGS_PROVIDER": "openai", "HERMES_EMBEDDINGS_URL": endpoint.url,
+           "HERMES_EMBEDDINGS_MODEL": "good"}
+    done = cli(path, "embeddings", "backfill", env=env)
+    assert f"Embedded {count} archived message(s) in 1 session(s)" in done.stdout
+    again = cli(path, "embeddings", "backfill", sid[:8], env=env)
+    assert "Embedded 0 archived message(s) in 1 session(s)" in again.stdout
+    with SessionMemory(base) as mem:
+        assert len(mem.cold.vectors(sid, "openai:good/384")) == count

@@ -71,6 +71,21 @@ class VectorIndex:
             log.warning("session %s: embeddings skipped, filled in at a later flush: %s", sid, err)
             return 0
 
+    def backfill(self, sid: str, chunk: int = 256) -> int:
+        """Embed every archived message of the session without a vector of this model, oldest
+        first, committing each ``chunk``; returns how many were stored. Unlike ``fill`` it
+        raises EmbeddingError (an operator runs it and reads the error)."""
+        key = self._key()
+        todo = [(seq, text) for seq, text in self.cold.unembedded(sid, key, 1 << 62)
+                if text.strip()]
+        stored = 0
+        for i in range(0, len(todo), chunk):
+            part = todo[i:i + chunk]
+            vecs = self.embedder.embed([text for _, text in part])
+            stored += self.cold.put_vectors(sid, self._key(), [
+                (seq, pack(v)) for (seq, _), v in zip(part, vecs, strict=True)])
+        return stored
+
     def fill_memories(self, user_id: str, limit: int = 256) -> None:
         """Embed the user's current memories that have no vector of this model."""
         try:
