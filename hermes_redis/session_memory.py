@@ -14,6 +14,7 @@ from hermes_redis.context.assembly import SummaryFolds, build_context
 from hermes_redis.context.history import SessionHistory
 from hermes_redis.context.summarizers import SUMMARIZERS, ExtractiveSummarizer, provider
 from hermes_redis.core import config as config_mod
+from hermes_redis.core import embeddings
 from hermes_redis.core.config import Config
 from hermes_redis.core.errors import ConfigError, HermesError, NotFoundError, StateError, ValidationError
 from hermes_redis.core.incoming import check_batch, check_messages
@@ -308,8 +309,7 @@ class SessionMemory:
         """Give every archived message of the session a vector of the configured model (an
         archive from before embeddings, or a model change); returns how many were stored."""
         if self.maintainer.read.vectors is None:
-            raise ConfigError("embeddings.provider is none: set embeddings.provider (local or "
-                              "openai) in the config first; see docs/embeddings.md")
+            raise ConfigError(embeddings.OFF)
         return self.maintainer.read.vectors.backfill(check_session_id(session_id))
 
     def flush(self, session_id: str) -> int:

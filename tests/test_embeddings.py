@@ -234,18 +234,16 @@ def test_doctor_checks_the_provider(config_factory: Any, endpoint: EmbeddingServ
     assert local.status == "fail" and "not the shipped local model" in local.detail
 
 
-def test_backfill_embeds_an_archive_from_before_embeddings(config_factory: Any, tmp_path: Any,
+def test_backfill_embeds_an_archive_from_before_embeddings(redis_url: str, tmp_path: Any,
                                                            endpoint: EmbeddingServer) -> None:
-    from tests.helpers import write_config
-    from tests.http_server import cli
+    from hermes_redis.core.config import load
+    from tests.http_server import cli, serve_config
 
-    base = config_factory("memory").with_overrides(archive={"path": str(tmp_path / "a.db")})
+    path = serve_config(tmp_path, redis_url, memory={"session": {"backend": "memory"}})
+    base = load(path)  # this run's archive (SQLite, or PostgreSQL on the second stack)
     with SessionMemory(base) as mem:  # embeddings off: archived, no vectors
         sid = conversation(mem)
         count = mem.info(sid).message_count
-    path = write_config({"memory": {"session": {"backend": "memory"}},
-                         "archive": {"path": str(tmp_path / "a.db"),
-                                     "data_dir": str(tmp_path / "data")}}, tmp_path / "c.yml")
     off = cli(path, "embeddings", "backfill", check=False)
     assert off.returncode != 0 and "embeddings.provider is none" in off.stderr
     env = {"HERMES_EMBEDDINGS_PROVIDER": "openai", "HERMES_EMBEDDINGS_URL": endpoint.url,

@@ -199,6 +199,10 @@ def load_local(model: str) -> Callable[[list[str], bool], Any]:
     return lambda texts, query: e5.encode(list(texts), is_query=query)
 
 
+OFF = ("embeddings.provider is none: set embeddings.provider (local or openai) in the config "
+       "first; see docs/embeddings.md")
+
+
 def open_embedder(c: config.Embeddings) -> Embedder | None:
     """The configured provider (None for ``none``); a missing dependency is a ConfigError."""
     if c.provider == "none":
