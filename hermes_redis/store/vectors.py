@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_redis.core.embeddings import Embedder, EmbeddingError, Vectors, pack, unpack
+from hermes_redis.core.embeddings import Embedder, EmbeddingError, Vectors, need_numpy, pack, unpack
 from hermes_redis.core.errors import HermesError
 from hermes_redis.store.archive import ArchiveStore
 
@@ -61,12 +61,7 @@ class VectorIndex:
             key = self._key()
             todo = [(seq, text) for seq, text in self.cold.unembedded(sid, key, FILL_WINDOW)
                     if text.strip()]
-            if not todo or len(todo) < least:
-                return 0
-            vecs = self.embedder.embed([text for _, text in todo])
-            key = self._key()  # the first call may have told the dimension
-            return self.cold.put_vectors(sid, key, [(seq, pack(v)) for (seq, _), v
-                                                    in zip(todo, vecs, strict=True)])
+            return self._store(sid, todo) if todo and len(todo) >= least else 0
         except HermesError as err:
             log.warning("session %s: embeddings skipped, filled in at a later flush: %s", sid, err)
             return 0
@@ -75,16 +70,15 @@ class VectorIndex:
         """Embed every archived message of the session without a vector of this model, oldest
         first, committing each ``chunk``; returns how many were stored. Unlike ``fill`` it
         raises EmbeddingError (an operator runs it and reads the error)."""
-        key = self._key()
-        todo = [(seq, text) for seq, text in self.cold.unembedded(sid, key, 1 << 62)
+        todo = [(seq, text) for seq, text in self.cold.unembedded(sid, self._key(), 1 << 62)
                 if text.strip()]
-        stored = 0
-        for i in range(0, len(todo), chunk):
-            part = todo[i:i + chunk]
-            vecs = self.embedder.embed([text for _, text in part])
-            stored += self.cold.put_vectors(sid, self._key(), [
-                (seq, pack(v)) for (seq, _), v in zip(part, vecs, strict=True)])
-        return stored
+        return sum(self._store(sid, todo[i:i + chunk]) for i in range(0, len(todo), chunk))
+
+    def _store(self, sid: str, todo: list[tuple[int, str]]) -> int:
+        """Embed these (seq, text) of the session and store their vectors in one commit."""
+        vecs = self.embedder.embed([text for _, text in todo])
+        return self.cold.put_vectors(sid, self._key(), [  # the key after the call: its dimension
+            (seq, pack(v)) for (seq, _), v in zip(todo, vecs, strict=True)])
 
     def fill_memories(self, user_id: str, limit: int = 256) -> None:
         """Embed the user's current memories that have no vector of this model."""
@@ -113,7 +107,7 @@ class VectorIndex:
             return []
         if held is None or not len(held.seqs):
             return []
-        np = _np()
+        np = need_numpy()
         lo, hi = np.searchsorted(held.seqs, [after_seq + 1, before_seq])
         if hi <= lo:
             return []
@@ -154,7 +148,7 @@ class VectorIndex:
         them again when one was removed or stored below the newest (``vector_version``)."""
         key, dim = self._key(), self.embedder.dim
         assert dim is not None
-        np = _np()
+        np = need_numpy()
         version = self.cold.vector_version(sid)
         with self._lock:
             held = self._held.get(sid)
@@ -175,9 +169,3 @@ class VectorIndex:
             while total > self.held_bytes and len(self._held) > 1:
                 total -= self._held.popitem(last=False)[1].nbytes
         return held
-
-
-def _np() -> Any:
-    import numpy
-
-    return numpy

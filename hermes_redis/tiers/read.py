@@ -79,10 +79,12 @@ class Reader:
                within: tuple[float, float] | None = None) -> Iterator[Message]:
         """Best first: by words, fused with the nearest by meaning when embeddings are on
         (not within a named day: the day's messages are found by words)."""
-        near = (self.vectors.nearest(sid, query, after_seq, before_seq, limit)
-                if self.vectors is not None and within is None else [])
-        weight = self.vectors.weight if self.vectors is not None else 1.0
-        return self.cold.recall(sid, query, after_seq, before_seq, limit, within, near, weight)
+        if self.vectors is None:
+            return self.cold.recall(sid, query, after_seq, before_seq, limit, within)
+        near = [] if within is not None else self.vectors.nearest(sid, query, after_seq,
+                                                                  before_seq, limit)
+        return self.cold.recall(sid, query, after_seq, before_seq, limit, within, near,
+                                self.vectors.weight)
 
     def turns(self, sid: str) -> tuple[int, int]:
         """(turns in the stored history, turns the summary covers), counted by the archive's
