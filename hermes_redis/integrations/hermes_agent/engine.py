@@ -11,6 +11,7 @@ hermes-redis is away it keeps the newest messages that fit."""
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -191,8 +192,10 @@ class HermesRedisContextEngine(_Base):  # type: ignore[misc, valid-type]
         return total
 
 
-def _same(m: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (str(m.get("role")), str(m.get("content")), str(m.get("tool_call_id")))
+def _same(m: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """What makes two messages one: role, text, the call answered, the calls made."""
+    return (str(m.get("role")), str(m.get("content")), str(m.get("tool_call_id")),
+            json.dumps(m.get("tool_calls"), sort_keys=True, default=str))
 
 
 def _links(native: Any) -> tuple[set[str], set[str]]:

@@ -53,10 +53,28 @@ def rows(namespace: str, convo: Sequence[Mapping[str, Any]], start: int = 0) -> 
         if i < start:
             continue
         row: dict[str, Any] = {"role": m["role"], "item": dict(m), "message_id": mid}
-        if isinstance(m.get("content"), str) and m["content"]:
-            row["content"] = m["content"]
+        text = m.get("content") if isinstance(m.get("content"), str) else ""
+        if not text and m.get("tool_calls"):
+            text = calls_text(m["tool_calls"])
+        if text:
+            row["content"] = text  # else the item's rendering (multimodal parts)
         out.append(row)
     return out
+
+
+def calls_text(calls: Any) -> str:
+    """What a tool-call message says, for search and summaries: ``name(arguments)`` each."""
+    if isinstance(calls, str):
+        try:
+            calls = json.loads(calls)
+        except ValueError:
+            return calls[:500]
+    said = []
+    for call in calls if isinstance(calls, list) else []:
+        fn = call.get("function", {}) if isinstance(call, Mapping) else {}
+        if isinstance(fn, Mapping):
+            said.append(f"{fn.get('name', 'tool')}({str(fn.get('arguments', ''))[:300]})")
+    return "called " + ", ".join(said) if said else ""
 
 
 def turn_start(convo: Sequence[Mapping[str, Any]]) -> int:
