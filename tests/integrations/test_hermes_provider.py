@@ -95,7 +95,8 @@ def stored(mem: SessionMemory, sid: str) -> list[Any]:
 @pytest.mark.parametrize("settings", DOORS, indirect=True)
 def test_every_turn_is_stored_once_in_order_with_its_tool_calls(
         settings: Settings, mem: SessionMemory, tmp_path: Path) -> None:
-    p = provider(settings, tmp_path, hid("20261207_100000_aaaaaa", settings))
+    user = f"u{time.time_ns()}"
+    p = provider(settings, tmp_path, hid("20261207_100000_aaaaaa", settings), user_id=user)
     history = run(p, [], range(1, 7))
     p.sync_turn("", "", messages=[{"role": "system", "content": "x"}, *history])  # a replay
     assert p.flush(10)
@@ -103,8 +104,9 @@ def test_every_turn_is_stored_once_in_order_with_its_tool_calls(
     assert [(m.role, m.item) for m in got] == [
         (m["role"], {k: v for k, v in m.items() if k != "finish_reason"}) for m in history]
     assert [m.seq for m in got] == list(range(1, len(history) + 1))  # contiguous, once each
-    assert p.sid == hid("20261207_100000_aaaaaa", settings)  # Hermes' id is a valid id: kept as it is
-    assert mem.info(p.sid).user_id == "default"
+    assert p.sid == hid("20261207_100000_aaaaaa", settings)  # Hermes' id is valid: kept
+    assert "topic3" not in p.prefetch("topic3")  # Hermes holds all of it: not recalled
+    assert mem.info(p.sid).user_id == user
     p.shutdown()
 
 
@@ -303,6 +305,10 @@ def test_compress_hands_back_the_budgeted_context_and_the_turn_in_flight(
     newest = out[2:-3]
     assert newest[-1] == clean(history[-1])  # the newest stored turns, as Hermes sent them
     assert clone.compression_count == 1 and engine.compression_count == 0
+    kept = [m for m in mem.messages(p.sid) if m.item == newest[0]][0].seq
+    assert p.held_from is not None and p.held_from <= kept
+    recalled = p.prefetch("topic7")  # compressed away: now recalled, with its seq
+    assert "(this conversation, #" in recalled and "topic7" in recalled
     p.shutdown()
 
 

@@ -132,6 +132,9 @@ class HermesRedisContextEngine(_Base):  # type: ignore[misc, valid-type]
         built = self._from_store(budget, query, inflight) if budget > 0 else None
         if built is None:
             self.fallbacks += 1
+            provider = provider_for(self.hermes_id)
+            if provider is not None:
+                provider.compressed(None)
             built = self._newest(convo[:start], max(budget, 0))
         self.compression_count += 1
         self.last_prompt_tokens = -1  # Hermes' "compressed: wait for real usage"
@@ -164,6 +167,8 @@ class HermesRedisContextEngine(_Base):  # type: ignore[misc, valid-type]
             out.append({"role": "user", "content": f"{CONTEXT_MARK}\n{win.system}"})
         held = {_same(m) for m in inflight}  # a finished turn in flight is stored already
         out.extend(native for _, native in win.newest if _same(native) not in held)
+        if provider is not None:
+            provider.compressed(win.newest[0][0].seq if win.newest else win.last_seq + 1)
         return out
 
     def _newest(self, older: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:

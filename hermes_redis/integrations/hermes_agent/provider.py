@@ -89,6 +89,7 @@ class HermesRedisMemoryProvider(_Base):  # type: ignore[misc, valid-type]
         self._in_block: set[str] = set()
         self._synced: int | None = None  # entries of Hermes' list stored (None: none yet)
         self._epoch = 0  # in-place compressions of this Hermes session
+        self.held_from: int | None = None  # Hermes holds this session verbatim from this seq
         self.home: str | None = None
 
     # -- identity and availability ---------------------------------------------------------
@@ -123,15 +124,15 @@ class HermesRedisMemoryProvider(_Base):  # type: ignore[misc, valid-type]
         self.user_id = str(kwargs.get("user_id") or settings.user_id)
         self.gateway_key = kwargs.get("gateway_session_key") or None
         self.writes = kwargs.get("agent_context", "primary") in ("primary", None, "")
-        self._switch(session_id, lineage.resolve(self.home, session_id, self.gateway_key))
+        self._switch(session_id, *lineage.lookup(self.home, session_id, self.gateway_key))
         if self.writer is None:
             self.writer = Writer(lambda: api_for(settings, "write"), settings.queue_max,
                                  self.outage, settings.where())
             self.writer.start()
 
-    def _switch(self, hermes_id: str, sid: str) -> None:
+    def _switch(self, hermes_id: str, sid: str, held_from: int | None = None) -> None:
         _active.pop(self.hermes_id, None)
-        self.hermes_id, self.sid = hermes_id, sid
+        self.hermes_id, self.sid, self.held_from = hermes_id, sid, held_from
         self._synced, self._epoch, self._block, self._in_block = None, 0, None, set()
         _active[hermes_id] = self
 
@@ -170,6 +171,11 @@ class HermesRedisMemoryProvider(_Base):  # type: ignore[misc, valid-type]
         if batch:
             self.writer.put(("turn", self.sid, self.user_id, batch))
 
+    def compressed(self, held_from: int | None) -> None:
+        """The context engine's report: Hermes now holds this session verbatim from
+        ``held_from`` on (None: unknown, so recall none of it)."""
+        self.held_from = held_from
+
     def namespace(self) -> str:
         """What a message id is counted in: one Hermes session's list between compressions."""
         return f"{self.sid}/{self.hermes_id}/{self._epoch}"
@@ -206,10 +212,8 @@ class HermesRedisMemoryProvider(_Base):  # type: ignore[misc, valid-type]
             self._switch(new_session_id, lineage.resolve(self.home, new_session_id, key))
         elif reason == "compression" or (reason == "" and parent_session_id == self.hermes_id
                                           and not kwargs.get("branch")):
-            lineage.alias(self.home, new_session_id, self.sid)
-            if self.writer is not None:
-                self.writer.release(self.sid)  # Hermes holds only the newest turns now
-            self._switch(new_session_id, self.sid)
+            lineage.alias(self.home, new_session_id, self.sid, self.held_from)
+            self._switch(new_session_id, self.sid, self.held_from)
         elif reason == "branch":
             self.flush(DRAIN_SECONDS)
             child = self._fork()
@@ -263,11 +267,10 @@ class HermesRedisMemoryProvider(_Base):  # type: ignore[misc, valid-type]
         hits = self._read(lambda api: recall_hits(api, query, self.user_id), [])
         if memories is None and hits is None:
             return ""
-        held = set(self.writer.held(self.sid)) if self.writer is not None else set()
         known = self._in_block  # already in the system prompt: not sent twice
         lines = [f"- {m.content}" for m in (memories or []) if m.content not in known]
         for h in hits or []:
-            if h.session_id == self.sid and h.seq in held:
+            if h.session_id == self.sid and (self.held_from is None or h.seq >= self.held_from):
                 continue  # Hermes holds it verbatim
             where = "this conversation" if h.session_id == self.sid else \
                 f"conversation {h.session_id}"

@@ -69,7 +69,6 @@ class Writer(threading.Thread):
         self.stopping = False
         self.dropped = 0  # turns refused because the queue was full
         self.written = 0
-        self.stored: dict[str, set[int]] = collections.defaultdict(set)  # seqs this wrote
 
     def put(self, item: Item) -> bool:
         """Queue ``item``; False (counted in ``dropped``, logged) when the queue is full."""
@@ -83,15 +82,6 @@ class Writer(threading.Thread):
             self.queue.append(item)
             self.cond.notify_all()
             return True
-
-    def held(self, sid: str) -> set[int]:
-        """The seqs of ``sid`` this process wrote (what Hermes holds, until it compresses)."""
-        with self.cond:
-            return set(self.stored.get(sid, ()))
-
-    def release(self, sid: str) -> None:
-        with self.cond:
-            self.stored.pop(sid, None)
 
     def drain(self, timeout: float) -> bool:
         """Wait until the queue is empty and no write is under way; False after ``timeout``."""
@@ -151,9 +141,7 @@ class Writer(threading.Thread):
         kind, sid, user, payload = item
         api = self.connect()
         if kind == "turn":
-            seqs = store_rows(Store(sid, api, user), payload)
-            with self.cond:
-                self.stored[sid].update(seqs)
+            store_rows(Store(sid, api, user), payload)
         elif kind == "remember":
             api.remember(user, payload, sid or None)
         elif kind == "forget":
@@ -164,15 +152,13 @@ class Writer(threading.Thread):
             raise ValidationError(f"unknown write {kind}")
 
 
-def store_rows(store: Store, batch: list[dict[str, Any]]) -> list[int]:
-    """Append ``batch``, creating the session on first write; the seqs it holds. A deleted
-    session starts over with the same id (``Store.add``); its seqs are then not known."""
+def store_rows(store: Store, batch: list[dict[str, Any]]) -> None:
+    """Append ``batch`` in one step (a turn is at most a few dozen messages), creating the
+    session on first write; a deleted session starts over with the same id (``Store.add``)."""
     try:
-        stored = store.memory.append_many(store.session_id, batch)
+        store.memory.append_many(store.session_id, batch)
     except NotFoundError:
         store.create()
-        stored = store.memory.append_many(store.session_id, batch)
+        store.memory.append_many(store.session_id, batch)
     except StateError:
         store.add(batch)
-        return []
-    return [m.seq for m in stored]
