@@ -305,7 +305,7 @@ def test_compress_hands_back_the_budgeted_context_and_the_turn_in_flight(
     newest = out[2:-3]
     assert newest[-1] == clean(history[-1])  # the newest stored turns, as Hermes sent them
     assert clone.compression_count == 1 and engine.compression_count == 0
-    kept = [m for m in mem.messages(p.sid) if m.item == newest[0]][0].seq
+    kept = next(m.seq for m in mem.messages(p.sid) if m.item == newest[0])
     assert p.held_from is not None and p.held_from <= kept
     recalled = p.prefetch("topic7")  # compressed away: now recalled, with its seq
     assert "(this conversation, #" in recalled and "topic7" in recalled
