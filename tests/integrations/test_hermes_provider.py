@@ -328,3 +328,33 @@ def test_compress_without_hermes_redis_keeps_the_newest_messages(tmp_path: Path)
     assert out[-2] == clean(history[-1]) and out[0]["role"] != "tool"
     p.shutdown()
     forget_api(settings)
+
+
+def test_what_is_queued_at_exit_is_written_by_the_next_process(tmp_path: Path) -> None:
+    server = RedisServer().start()
+    try:
+        config = serve_config(tmp_path, server.url)
+        settings = Settings(config=str(config))
+        p = provider(settings, tmp_path, hid("20261207_100017_rrrrrr"))
+        history = run(p, [], range(1, 3))
+        assert p.flush(10)
+        server.stop(kill=True)
+        history = run(p, history, range(3, 5))
+        p.shutdown()  # Hermes exits while Redis is away: the two turns are spooled
+        assert len(list((tmp_path / "hermes-redis" / "spool").glob("*.jsonl"))) == 1
+        server.start()
+        forget_api(settings)
+        later = provider(settings, tmp_path, hid("20261207_100017_rrrrrr"))  # hermes --resume
+        assert later.flush(30)
+        m = SessionMemory(config_mod.load(config))
+        try:
+            assert [x.item["content"] for x in m.messages(later.sid)] == \
+                [h["content"] for h in history]
+        finally:
+            m.close()
+        assert list((tmp_path / "hermes-redis" / "spool").glob("*.jsonl")) == []
+        later.shutdown()
+        forget_api(settings)
+    finally:
+        server.stop()
+        server.cleanup()

@@ -82,6 +82,11 @@ class HermesRedisContextEngine(_Base):  # type: ignore[misc, valid-type]
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
         return bool(self.threshold_tokens) and tokens >= self.threshold_tokens
 
+    def should_compress_preflight(self, messages: list[dict[str, Any]]) -> bool:
+        """Before a request: the list as Hermes holds it would pass the threshold."""
+        return bool(self.threshold_tokens) and self._cost(conversation(messages)) >= \
+            self.threshold_tokens
+
     def update_model(self, model: str, context_length: int, base_url: str = "",
                      api_key: str = "", provider: str = "", api_mode: str = "") -> None:
         self.context_length = int(context_length)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from hermes_redis.core.api import SessionAPI
@@ -126,8 +127,9 @@ class HermesRedisMemoryProvider(_Base):  # type: ignore[misc, valid-type]
         self.writes = kwargs.get("agent_context", "primary") in ("primary", None, "")
         self._switch(session_id, *lineage.lookup(self.home, session_id, self.gateway_key))
         if self.writer is None:
+            spool = Path(self.home) / "hermes-redis" / "spool" if self.home else None
             self.writer = Writer(lambda: api_for(settings, "write"), settings.queue_max,
-                                 self.outage, settings.where())
+                                 self.outage, settings.where(), spool)
             self.writer.start()
 
     def _switch(self, hermes_id: str, sid: str, held_from: int | None = None) -> None:

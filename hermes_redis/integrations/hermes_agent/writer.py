@@ -1,14 +1,20 @@
 """The provider's one writer thread and its outage state: Hermes' hooks queue, this thread
 writes, in order, each item exactly once (a retry carries the same message ids, which the
-append script stores once), with backoff while hermes-redis is away."""
+append script stores once), with backoff while hermes-redis is away. What is still queued
+when Hermes exits is spooled to a file in the Hermes home and written by the next Hermes
+process that starts there (a one-shot ``hermes chat -q`` exits after every turn)."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
+import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hermes_redis.core.api import SessionAPI
@@ -60,9 +66,10 @@ class Writer(threading.Thread):
     """A bounded FIFO of writes and the daemon thread that performs them."""
 
     def __init__(self, connect: Callable[[], SessionAPI], limit: int, outage: Outage,
-                 where: str) -> None:
+                 where: str, spool: Path | None = None) -> None:
         super().__init__(name="hermes-redis-writer", daemon=True)
         self.connect, self.limit, self.outage, self.where = connect, limit, outage, where
+        self.spool = spool  # the directory of what earlier processes left unwritten
         self.queue: collections.deque[Item] = collections.deque()
         self.cond = threading.Condition()
         self.busy = False
@@ -95,16 +102,56 @@ class Writer(threading.Thread):
             return True
 
     def stop(self, timeout: float) -> None:
-        """Drain for at most ``timeout`` seconds, then end the thread (what is left is
-        logged as lost with the process)."""
+        """Drain for at most ``timeout`` seconds, then end the thread; what is left goes to
+        the spool for the next process."""
         self.drain(timeout)
         with self.cond:
             self.stopping = True
-            left = len(self.queue)
+            left = list(self.queue)
+            self.queue.clear()
             self.cond.notify_all()
-        if left:
-            log.warning("hermes-redis: %d queued writes not written before shutdown (%s "
-                        "unreachable)", left, self.where)
+        if left and self.spool is not None:
+            try:
+                self.spool.mkdir(parents=True, exist_ok=True)
+                path = self.spool / f"{time.time_ns()}-{os.getpid()}.jsonl"
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text("".join(json.dumps(list(i), ensure_ascii=False) + "\n"
+                                       for i in left), encoding="utf-8")
+                os.replace(tmp, path)
+            except OSError as err:
+                log.warning("hermes-redis: %d queued writes lost at shutdown: cannot spool "
+                            "them (%s)", len(left), one_line(err))
+                return
+            log.warning("hermes-redis: %d queued writes kept in %s for the next Hermes run "
+                        "(%s unreachable)", len(left), path, self.where)
+        elif left:
+            log.warning("hermes-redis: %d queued writes lost at shutdown (%s unreachable)",
+                        len(left), self.where)
+
+    def unspool(self) -> int:
+        """Queue what earlier processes spooled, oldest first; how many items."""
+        if self.spool is None or not self.spool.is_dir():
+            return 0
+        taken = 0
+        for path in sorted(self.spool.glob("*.jsonl")):
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+                path.unlink()
+            except OSError:
+                continue  # another process took it
+            with self.cond:
+                for line in lines:
+                    with contextlib.suppress(ValueError, TypeError):
+                        kind, sid, user, payload = json.loads(line)
+                        self.queue.append((kind, sid, user, payload))
+                        taken += 1
+                self.cond.notify_all()
+        return taken
+
+    def start(self) -> None:
+        """Queue what earlier processes spooled (a local file read), then start writing."""
+        self.unspool()
+        super().start()
 
     def run(self) -> None:
         delay = 0.1
