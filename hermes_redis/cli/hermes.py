@@ -9,6 +9,8 @@ from pathlib import Path
 
 import click
 
+from hermes_redis.cli.state import State, pass_state
+
 
 @click.group("hermes")
 def hermes() -> None:
@@ -73,3 +75,26 @@ def _hermes_python_hint() -> str:
                         timeout=30).returncode == 0
     return "" if ok else (f"note: Hermes' Python ({python}) has no hermes-redis yet: "
                           f"{python} -m pip install hermes-redis")
+
+
+@click.group("import")
+def import_group() -> None:
+    """Import another store's sessions into hermes-redis."""
+
+
+@import_group.command("hermes-state")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--user", "user_id", metavar="U",
+              help="The owner of every imported session (default: each session's user, else "
+                   "default).")
+@pass_state
+def hermes_state(state: State, path: str, user_id: str | None) -> None:
+    """Import Hermes Agent's PATH (its $HERMES_HOME/state.db): every session and message, in
+    order, with tool calls. Safe to run again: what is stored is not added twice."""
+    from hermes_redis.integrations.hermes_agent.state_import import import_state
+
+    report = import_state(state.mem(), path, user_id,
+                          progress=lambda line: click.echo(f"… {line}", err=True))
+    for problem in report.problems:
+        click.echo(f"not imported: {problem}", err=True)
+    click.echo(report.line())

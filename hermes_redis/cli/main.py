@@ -88,7 +88,7 @@ def cli(ctx: click.Context, config_path: str | None, server_url: str | None,
 
 for command in (sessions.session, info.info, search.search, memory.memory, keys.key, ops.worker,
                 ops.doctor, ops.mcp, ops.server, ops.serve, embeddings.embeddings,
-                hermes.hermes):
+                hermes.hermes, hermes.import_group):
     cli.add_command(command)
 
 

@@ -6,6 +6,7 @@ into a Hermes home that holds a config of its own."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -207,3 +208,42 @@ def test_the_server_stops_mid_session_and_the_turns_arrive_once(
         assert [m.seq for m in stored] == list(range(1, 7))
     finally:
         served.stop()
+
+
+def test_import_a_state_db_the_real_hermes_wrote(tmp_path: Path, model: ModelServer,
+                                                 served: ServeProcess) -> None:
+    home = HermesHome(tmp_path / "plain", model.url,  # Hermes alone: its own store
+                      extra={"compression": {"protect_first_n": 1, "protect_last_n": 2}})
+    one = home.chat("the shed is painted green")
+    home.chat("the gate is painted blue", resume=one.session_id)
+    home.chat("the roof is painted red", resume=one.session_id)
+    model.force("long-90000")
+    try:
+        home.chat("describe every plank", resume=one.session_id)
+    finally:
+        model.force(None)
+    home.chat("and the fence?", resume=one.session_id)  # Hermes compresses first
+    home.chat("a new conversation about bees")  # what /new starts
+    db = sqlite3.connect(home.state_db)
+    sessions = [r[0] for r in db.execute("SELECT id FROM sessions ORDER BY started_at")]
+    expected = {sid: [(role, content or "") for role, content in db.execute(
+        "SELECT role, content FROM messages WHERE session_id=? AND role IN "
+        "('user','assistant','tool') ORDER BY id", (sid,))] for sid in sessions}
+    compacted = db.execute("SELECT count(*) FROM messages WHERE compacted=1 OR active=0"
+                           ).fetchone()[0]
+    db.close()
+    assert len(sessions) == 2 and compacted > 0  # a resumed one compressed in place, a new one
+    args = [sys.executable, "-m", "hermes_redis", "--server", served.url, "import",
+            "hermes-state", str(home.state_db)]
+    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    total = sum(len(v) for v in expected.values())
+    assert done.stdout.startswith(f"imported {len(sessions)} sessions and {total} messages")
+    assert "sessions" in done.stderr  # the progress line
+    client = HermesClient(served.url)
+    for sid, rows in expected.items():
+        got = client.messages(sid)
+        assert [(m.role, m.item["content"]) for m in got] == rows
+    again = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert again.stdout.startswith(f"imported 0 sessions and 0 messages; {len(sessions)} "
+                                   "already there")

@@ -50,16 +50,20 @@ def rows(namespace: str, convo: Sequence[Mapping[str, Any]], start: int = 0) -> 
     for i, m in enumerate(convo):
         mid = seen.id_for(str(m["role"]), m.get("content"), m.get("tool_call_id"),
                           m.get("tool_calls"))
-        if i < start:
-            continue
-        row: dict[str, Any] = {"role": m["role"], "item": dict(m), "message_id": mid}
-        text = m.get("content") if isinstance(m.get("content"), str) else ""
-        if not text and m.get("tool_calls"):
-            text = calls_text(m["tool_calls"])
-        if text:
-            row["content"] = text  # else the item's rendering (multimodal parts)
-        out.append(row)
+        if i >= start:
+            out.append(row_of(m, mid))
     return out
+
+
+def row_of(m: Mapping[str, Any], message_id: str) -> dict[str, Any]:
+    """One Hermes message as an append_many row: whole in its item, its text as content."""
+    row: dict[str, Any] = {"role": m["role"], "item": dict(m), "message_id": message_id}
+    text = m.get("content") if isinstance(m.get("content"), str) else ""
+    if not text and m.get("tool_calls"):
+        text = calls_text(m["tool_calls"])
+    if text:
+        row["content"] = text  # else the item's rendering (multimodal parts)
+    return row
 
 
 def calls_text(calls: Any) -> str:
