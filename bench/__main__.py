@@ -21,7 +21,7 @@ from bench.common import ROOT, Section, scratch_dir, start_redis
 
 SECTIONS = ("append", "memory", "context", "flush", "archives", "recall", "recall-context",
             "listing", "compression", "quality", "extraction", "memories", "cluster", "peers",
-            "http", "adapters")
+            "http", "adapters", "hermes")
 RESULTS = ROOT / "bench" / "results-latest.md"
 
 
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         context_scaling,
         extraction,
         flush,
+        hermes_agent,
         http,
         listing,
         memories,
@@ -145,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                 sec = http.run(server, workdir, args.quick)
             elif name == "adapters":
                 sec = adapters.run(server, workdir, args.quick)
+            elif name == "hermes":
+                sec = hermes_agent.run(server, workdir, args.quick)
             else:
                 sec = peer_compare.run(server, workdir, args.quick)
             sec.seconds = time.perf_counter() - t0

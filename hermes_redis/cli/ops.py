@@ -72,8 +72,11 @@ def doctor(state: State, as_json: bool) -> None:
 @pass_state
 def mcp(state: State, user_id: str | None) -> None:
     """Serve the MCP tools (append, context, remember, recall, info, forget…) over stdio."""
-    from hermes_redis.server.mcp import serve_stdio
-
+    try:
+        from hermes_redis.server.mcp import serve_stdio
+    except ImportError:
+        raise ConfigError("`hermes-redis mcp` needs the mcp extra: "
+                          "pip install 'hermes-redis[mcp]'") from None
     serve_stdio(state.local("hermes-redis mcp"), user_id)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
 
 from hermes_redis import __version__
 from hermes_redis.core import config as config_mod
@@ -26,7 +27,6 @@ from hermes_redis.server.auth import SERVER_LOG, Auth, AuthenticatedMcp
 from hermes_redis.server.edge import Edge, Scope
 from hermes_redis.server.fast import FastAppend
 from hermes_redis.server.guard import Guard, loopback_name, names
-from hermes_redis.server.mcp import mcp_asgi_app
 from hermes_redis.server.metrics import Metrics
 from hermes_redis.server.offload import Offload
 from hermes_redis.server.replies import JSONReply
@@ -98,6 +98,9 @@ async def _lifespan(mcp_app: Any, auth: Auth) -> AsyncIterator[None]:  # issue 3
         auth.announce()
     except HermesError as err:  # the archive away at startup: /readyz says so; serve anyway
         SERVER_LOG.warning("could not count the API keys: %s", err)
+    if mcp_app is None:
+        yield
+        return
     async with mcp_app.lifespan():
         yield
 
@@ -115,8 +118,7 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
                   names(server.allowed_origins))
     offload = Offload(server.backend_timeout)
     metrics = Metrics(mem)
-    mcp_app = mcp_asgi_app(mem, user_id=lambda request: request.state.user_id if request else None,
-                           host=server.host, offload=offload)
+    mcp_app = _mcp_app(mem, server.host, offload)
     messages = MessageRoutes(mem, offload)
     routers = [SessionRoutes(mem, offload).router(), messages.router(),
                ContextRoutes(mem, offload).router(), MemoryRoutes(mem, offload).router(),
@@ -136,10 +138,29 @@ def create_app(config: Config | None = None, *, require_keys: bool | None = None
     for router in routers:
         app.include_router(router)
     # Starlette serves a callable object as a raw ASGI app; its stubs only know endpoints
-    app.add_route("/mcp", AuthenticatedMcp(mcp_app, auth),  # type: ignore[arg-type]
+    app.add_route("/mcp", AuthenticatedMcp(mcp_app, auth) if mcp_app else _no_mcp,  # type: ignore[arg-type]
                   methods=["GET", "POST", "DELETE"], include_in_schema=False)
     install_console(app)  # issue 32: /ui and the offline /docs
     return app
+
+
+def _mcp_app(mem: SessionMemory, host: str, offload: Offload) -> Any:
+    """The MCP tools' ASGI app; None without the ``mcp`` extra (issue 41: Hermes Agent pins
+    mcp 1.26, so the MCP server stack is an extra and the rest of the server runs without it)."""
+    try:
+        from hermes_redis.server.mcp import mcp_asgi_app
+    except ImportError:
+        return None
+    return mcp_asgi_app(mem, user_id=lambda request: request.state.user_id if request else None,
+                        host=host, offload=offload)
+
+
+async def _no_mcp(request: Request) -> JSONReply:
+    return JSONReply(errors.error_body("not_implemented", MCP_MISSING), status_code=501)
+
+
+MCP_MISSING = ("this server has no MCP tools: install the mcp extra "
+               "(pip install 'hermes-redis[mcp]') and restart it")
 
 
 def app_from_env() -> FastAPI:
