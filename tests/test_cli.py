@@ -9,7 +9,9 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,59 @@ def test_unreachable_redis_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"])
     assert result.exit_code == 5
     assert "cannot reach Redis" in one_error_line(result.stderr)
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # not on the CLI's stderr
+        pass
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    """A real HTTP server (not Redis) on a free port: what a mistyped redis.url often hits."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_port_that_is_not_redis_is_one_line(tmp_path: Path, http_port: int) -> None:
+    """Issue 45: an HTTP server's "<" was a 70-line InvalidResponse traceback; the one line
+    names the file the URL came from."""
+    url = f"redis://127.0.0.1:{http_port}/0"
+    config = isolated_config(tmp_path, url)
+    result = CliRunner().invoke(cli, ["--config", str(config), "session", "list"])
+    assert result.exit_code == 5
+    assert one_error_line(result.stderr) == (f"Error: {url} answered but is not a Redis server; "
+                                             f"check redis.url in {config}")
+    proc = subprocess_cli("session", "list", config=config)
+    assert proc.returncode == 5 and "answered but is not a Redis server" in one_error_line(
+        proc.stderr)
+    doctor = CliRunner().invoke(cli, ["--config", str(config), "doctor"])
+    assert f"FAIL  redis    {url} answered but is not a Redis server -> check redis.url in " \
+           f"{config}" in doctor.stdout, doctor.stdout
+
+
+def test_the_redis_hint_names_where_the_url_came_from(tmp_path: Path, http_port: int) -> None:
+    """Issue 45: redis.url set in the file no longer says "or set HERMES_REDIS_URL"; the
+    variable is named when it set the URL."""
+    dead_url = f"redis://127.0.0.1:{free_port()}/0"
+    dead = isolated_config(tmp_path, dead_url)
+    result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"])
+    line = one_error_line(result.stderr)
+    assert line.endswith(f"; check that it runs or fix redis.url in {dead}"), line
+    assert "HERMES_REDIS_URL" not in line
+    doctor = CliRunner().invoke(cli, ["--config", str(dead), "doctor"])
+    assert f"-> start Redis or fix redis.url in {dead}" in doctor.stdout, doctor.stdout
+    http_url = f"redis://127.0.0.1:{http_port}/0"
+    result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"],
+                                env={"HERMES_REDIS_URL": http_url})
+    assert one_error_line(result.stderr).endswith("is not a Redis server; check $HERMES_REDIS_URL")
+    result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"],
+                                env={"HERMES_REDIS_URL": dead_url})
+    assert one_error_line(result.stderr).endswith("; check that it runs or fix $HERMES_REDIS_URL")
 
 
 @pytest.mark.parametrize("text, expect", [

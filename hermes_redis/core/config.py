@@ -180,6 +180,20 @@ class Config:
             return Path(self.archive.path).expanduser()
         return self.data_dir / "memory.db"
 
+    def origin(self, key: str, var: str) -> str:
+        """Where setting ``key`` (``redis.url``) came from, as a hint names it: ``$VAR`` when
+        that variable set it, ``key in <file>`` when the file did, else ``key / VAR`` (neither:
+        what to set)."""
+        file, _, overrides = self.source.partition(" (with ")
+        if f"${var}" in overrides:
+            return f"${var}"
+        value: Any = self
+        for part in key.split("."):
+            value = getattr(value, part, None)
+        if value is not None and file and file != "<defaults>":
+            return f"{key} in {file}"
+        return f"{key} / {var}"
+
     @property
     def context_budget(self) -> int:
         return self.model.context_window - self.model.reply_reserve
