@@ -121,7 +121,8 @@ def stop(state: State) -> None:
 @pass_state
 def serve(state: State, host: str | None, port: int | None, workers: int | None,
           access_log: bool) -> None:
-    """The HTTP API: /v1 routes, OpenAPI at /openapi.json, docs at /docs, /metrics."""
+    """The HTTP API: /v1 routes, the console at /ui, OpenAPI at /openapi.json, docs at /docs,
+    /metrics."""
     import uvicorn
 
     from hermes_redis.server.app import create_app
@@ -140,7 +141,7 @@ def serve(state: State, host: str | None, port: int | None, workers: int | None,
             "no API keys: serving without auth, on loopback only "
             "(`hermes-redis key create` turns auth on)")
     click.echo(f"Serving hermes-redis on http://{host}:{port} ({plural(workers, 'worker')}); "
-               f"{auth}. Docs at /docs.", err=True)
+               f"{auth}. The console at http://{host}:{port}/ui/, API docs at /docs.", err=True)
     options = _connection_options(config)
     if workers == 1:
         app = create_app(config.with_overrides(server={"host": host, "port": port}), mem=mem)
