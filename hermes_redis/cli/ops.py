@@ -100,6 +100,30 @@ def start(state: State) -> None:
 
 
 @server.command()
+@json_option
+@pass_state
+def status(state: State, as_json: bool) -> None:
+    """Whether the embedded Redis runs: its pid, port, socket and data directory."""
+    config = state.config()
+    found = embedded.status(config.data_dir)
+    found["in_use"] = not config.redis.url and config.session.backend == "redis"
+    if as_json:
+        emit_json(found)
+        return
+    if found["running"]:
+        port = found["port"] or "none (unix socket only)"
+        click.echo(f"The embedded Redis runs: pid {found['pid']}, Redis {found['version']}, "
+                   f"port {port}, socket {found['socket']}, data in {found['data_dir']} "
+                   f"(log {found['log']}); `hermes-redis server stop` stops it.")
+    else:
+        click.echo(f"The embedded Redis under {found['data_dir']} is not running; "
+                   "`hermes-redis server start` starts it (so does the first command that "
+                   "needs it).")
+    if config.redis.url:
+        click.echo("Note: redis.url is configured, so the embedded Redis is not in use.")
+
+
+@server.command()
 @pass_state
 def stop(state: State) -> None:
     """Shut the embedded Redis down, saving its data."""
