@@ -89,3 +89,17 @@ def test_the_serve_banner_names_the_console(tmp_path: Path) -> None:
     assert banner.rstrip().endswith(f"The console at http://127.0.0.1:{port}/ui/, API docs at "
                                     "/docs."), banner
     assert "/ui" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_run_sh_with_redis_away_is_one_line(tmp_path: Path) -> None:
+    """Issue 45: ``bash scripts/run.sh`` (the demo) and ``run.sh serve`` give the CLI's one
+    line for an unreachable Redis: not a traceback, and not a line from the worker and another
+    from the server."""
+    env = {**os.environ, "HERMES_DATA_DIR": str(tmp_path / "data"),
+           "HERMES_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    for args in ([], ["serve", "--port", str(free_port())]):
+        done = subprocess.run(["bash", "scripts/run.sh", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 5, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: cannot reach Redis at "), (args, lines)
