@@ -10,10 +10,12 @@ forgotten), so runs do not pile up sessions."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import textwrap
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # demo_chat beside this file
@@ -22,8 +24,10 @@ from demo_chat import EXCHANGES, PORT, QUESTION, REMEMBER
 
 from hermes_redis import SessionMemory, commands
 from hermes_redis.cli import render
+from hermes_redis.cli.render import tokens_k
+from hermes_redis.cli.state import one_line
 from hermes_redis.core import config as config_mod
-from hermes_redis.core.errors import NotFoundError
+from hermes_redis.core.errors import HermesError, NotFoundError
 from hermes_redis.core.models import Context, Message
 from hermes_redis.jobs.worker import run
 
@@ -83,11 +87,39 @@ def show_context(ctx: Context, parts: dict[str, int]) -> None:
         print(f"  {name:<9}{tokens:>6,} tokens {share}  {what}")
 
 
+@contextlib.contextmanager
+def quiet_worker() -> Iterator[None]:
+    """The worker's one INFO line a job (``flush demo-session: archived 59 …``) would land in
+    the middle of the demo, which says the same in its own line: only warnings show."""
+    logger = logging.getLogger("hermes_redis")
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # INFO enabled: the worker adds no handler of its own
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
 def main(argv: Sequence[str] = ()) -> int:
-    """``demo.py [CONFIG]``: the config file (default: the repo's config.yml, the embedded Redis)."""
+    """``demo.py [CONFIG]``: the config file (default: the repo's config.yml, the embedded Redis).
+    An expected error (a bad config, Redis away) is one ``Error: …`` line, as in the CLI."""
+    try:
+        return demo(argv)
+    except HermesError as err:
+        print(f"Error: {one_line(str(err)) or type(err).__name__}", file=sys.stderr)
+        return err.exit_code
+
+
+def demo(argv: Sequence[str]) -> int:
     path = argv[0] if argv else Path(__file__).resolve().parent.parent / "config.yml"
-    config = config_mod.load(path)
-    config = config.with_overrides(model={"context_window": WINDOW, "reply_reserve": 0})
+    configured = config_mod.load(path)
+    config = configured.with_overrides(model={"context_window": WINDOW, "reply_reserve": 0})
     with SessionMemory(config) as mem:
         where = mem.hot.url or mem.hot.name
         print(f"demo: session {SESSION} on {mem.hot.name} ({where}), archive {config.archive_path}")
@@ -100,7 +132,8 @@ def main(argv: Sequence[str] = ()) -> int:
 
         started = time.monotonic()
         if mem.hot.needs_worker:
-            run(mem, burst=True)  # what `hermes-redis worker` does all the time
+            with quiet_worker():
+                run(mem, burst=True)  # what `hermes-redis worker` does all the time
             how = "a worker (hermes-redis worker --burst)"
         else:
             mem.flush(SESSION)
@@ -137,8 +170,14 @@ def main(argv: Sequence[str] = ()) -> int:
         print("\ninfo (the /info slash command; `hermes-redis info` shows the same, longer):")
         for line in (commands.handle(mem, SESSION, "/info") or "").splitlines():
             print(f"  {line}")
+        window = configured.model.context_window
         print(f"\nnext: bash scripts/run.sh info {SESSION}   |   bash scripts/run.sh session resume "
               f"{SESSION}   |   bash scripts/run.sh serve")
+        print(f"  (info measures usage against model.context_window in {path}, {tokens_k(window)} "
+              f"tokens: not the {WINDOW:,} this demo set)")
+    if config.session.backend == "redis" and not config.redis.url:
+        print(f"\nThe embedded redis-server keeps running (data in {config.data_dir}) for the "
+              "commands above; stop it with: bash scripts/run.sh server stop")
     return 0
 
 

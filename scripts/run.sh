@@ -14,6 +14,9 @@ if [ $# -eq 0 ]; then
   exec .venv/bin/python scripts/demo.py
 fi
 if [ "$1" = "serve" ]; then
+  # A bad config or an unreachable Redis: one Error line from here, not one from the worker
+  # and another from the server.
+  .venv/bin/hermes-redis --config config.yml session list --limit 1 >/dev/null || exit $?
   .venv/bin/hermes-redis --config config.yml worker &
   worker=$!
   trap 'kill "$worker" 2>/dev/null || true; wait "$worker" 2>/dev/null || true' EXIT

@@ -9,7 +9,9 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +80,59 @@ def test_unreachable_redis_is_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"])
     assert result.exit_code == 5
     assert "cannot reach Redis" in one_error_line(result.stderr)
+
+
+class QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # not on the CLI's stderr
+        pass
+
+
+@pytest.fixture
+def http_port() -> Iterator[int]:
+    """A real HTTP server (not Redis) on a free port: what a mistyped redis.url often hits."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_port_that_is_not_redis_is_one_line(tmp_path: Path, http_port: int) -> None:
+    """Issue 45: an HTTP server's "<" was a 70-line InvalidResponse traceback; the one line
+    names the file the URL came from."""
+    url = f"redis://127.0.0.1:{http_port}/0"
+    config = isolated_config(tmp_path, url)
+    result = CliRunner().invoke(cli, ["--config", str(config), "session", "list"])
+    assert result.exit_code == 5
+    assert one_error_line(result.stderr) == (f"Error: {url} answered but is not a Redis server; "
+                                             f"check redis.url in {config}")
+    proc = subprocess_cli("session", "list", config=config)
+    assert proc.returncode == 5 and "answered but is not a Redis server" in one_error_line(
+        proc.stderr)
+    doctor = CliRunner().invoke(cli, ["--config", str(config), "doctor"])
+    assert f"FAIL  redis    {url} answered but is not a Redis server -> check redis.url in " \
+           f"{config}" in doctor.stdout, doctor.stdout
+
+
+def test_the_redis_hint_names_where_the_url_came_from(tmp_path: Path, http_port: int) -> None:
+    """Issue 45: redis.url set in the file no longer says "or set HERMES_REDIS_URL"; the
+    variable is named when it set the URL."""
+    dead_url = f"redis://127.0.0.1:{free_port()}/0"
+    dead = isolated_config(tmp_path, dead_url)
+    result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"])
+    line = one_error_line(result.stderr)
+    assert line.endswith(f"; check that it runs or fix redis.url in {dead}"), line
+    assert "HERMES_REDIS_URL" not in line
+    doctor = CliRunner().invoke(cli, ["--config", str(dead), "doctor"])
+    assert f"-> start Redis or fix redis.url in {dead}" in doctor.stdout, doctor.stdout
+    http_url = f"redis://127.0.0.1:{http_port}/0"
+    result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"],
+                                env={"HERMES_REDIS_URL": http_url})
+    assert one_error_line(result.stderr).endswith("is not a Redis server; check $HERMES_REDIS_URL")
+    result = CliRunner().invoke(cli, ["--config", str(dead), "session", "list"],
+                                env={"HERMES_REDIS_URL": dead_url})
+    assert one_error_line(result.stderr).endswith("; check that it runs or fix $HERMES_REDIS_URL")
 
 
 @pytest.mark.parametrize("text, expect", [
@@ -275,7 +330,7 @@ def test_info_warns_past_80_percent(tmp_path: Path, redis_url: str) -> None:
     assert usage > 0.8
     result = CliRunner().invoke(cli, ["--config", str(path), "info", sid])
     pct = round(usage * 100)
-    assert re.search(rf"^Token usage: \d+ / 1K \({pct}%\): (summary \d+, )?(recalled \d+, )?"
+    assert re.search(rf"^Token usage: \d+ / 1,000 \({pct}%\): (summary \d+, )?(recalled \d+, )?"
                      r"verbatim \d+$", result.stdout, re.M), result.stdout
     warning = result.stdout.strip().splitlines()[-1]
     assert warning == (f"⚠ context is {pct}% full: /remember what matters (`hermes-redis memory "
@@ -303,7 +358,7 @@ def test_the_usage_line_splits_the_context_into_summary_recall_and_verbatim(
         ctx = mem.context(sid, touch=False)
     assert ctx.summary and ctx.recalled and ctx.memories  # every part is there
     out = CliRunner().invoke(cli, ["--config", str(path), "info", sid]).stdout
-    usage = re.search(r"^Token usage: (\d+) / 1K \(\d+%\): memories (\d+), summary (\d+), "
+    usage = re.search(r"^Token usage: (\d+) / 1,000 \(\d+%\): memories (\d+), summary (\d+), "
                       r"recalled (\d+), verbatim (\d+)$", out, re.M)
     assert usage, out
     total, *parts = (int(n) for n in usage.groups())
@@ -312,7 +367,7 @@ def test_the_usage_line_splits_the_context_into_summary_recall_and_verbatim(
     resumed = CliRunner().invoke(cli, ["--config", str(path), "session", "resume", sid,
                                        "--query", ""]).stdout  # no recall: the rest verbatim
     head = resumed.splitlines()
-    usage = re.match(r"Token usage: (\d+) / 1K \(\d+%\): memories (\d+), summary (\d+), "
+    usage = re.match(r"Token usage: (\d+) / 1,000 \(\d+%\): memories (\d+), summary (\d+), "
                      r"verbatim (\d+); ", head[1])
     assert usage, head[1]
     total, *parts = (int(n) for n in usage.groups())
@@ -750,3 +805,66 @@ def test_import_onto_a_session_in_batches_and_bad_files_change_nothing(
 
     piped = run("session", "import", "-", "--user", "gina", input=json.dumps(rows[0]) + "\n")
     assert piped.exit_code == 0 and "from stdin into session" in piped.stdout
+
+
+# --- issue 45: several words without quotes, the right --user help, server status -------------
+def test_search_takes_several_words_without_quotes(run: Run, cmem: SessionMemory) -> None:
+    sid = cmem.create_session(user_id="alice")
+    cmem.append(sid, "user", "the staging password rotates every monday")
+    cmem.append(sid, "assistant", "noted: staging only")
+    unquoted = run("search", "staging", "password", "--json")
+    assert unquoted.exit_code == 0, unquoted.output
+    assert [h["seq"] for h in json.loads(unquoted.stdout)] == [1]  # every word: not #2
+    assert json.loads(run("search", "staging password", "--json").stdout) == json.loads(
+        unquoted.stdout)
+    missing = run("search")
+    assert missing.exit_code == 2 and "Missing argument 'QUERY...'" in missing.stderr
+
+
+def test_memory_commands_take_the_user_and_words_as_typed(run: Run, cmem: SessionMemory) -> None:
+    user = f"bob-{os.urandom(4).hex()}"
+    cmem.create_session(user_id=user)  # a user the server knows
+    added = run("memory", "add", "deploys", "go", "out", "on", "tuesdays", "--user", user)
+    assert added.exit_code == 0, added.output
+    assert [m.content for m in cmem.memories(user)] == ["deploys go out on tuesdays"]
+    listed = run("memory", "list", user, "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [m["content"] for m in json.loads(listed.stdout)] == ["deploys go out on tuesdays"]
+    assert json.loads(run("memory", "list", "--user", user, "--json").stdout) == json.loads(
+        listed.stdout)
+    both = run("memory", "list", user, "--user", "carol")
+    assert both.exit_code == 2
+    assert f"two users given, '{user}' and --user 'carol': give one" in one_error_line(both.stderr)
+    found = run("memory", "search", "tuesdays", "deploys", "--user", user, "--json")
+    assert [m["content"] for m in json.loads(found.stdout)] == ["deploys go out on tuesdays"]
+    helped = run("memory", "list", "--help").stdout
+    assert "Only this user's sessions" not in helped and "Whose memories" in helped
+    assert "[USER]" in helped
+
+
+def test_server_status_says_whether_the_embedded_redis_runs(
+        run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    monkeypatch.setenv("HERMES_DATA_DIR", str(data))  # the tests' own would win over the file
+    own = write_config({"archive": {"path": str(tmp_path / "memory.db")}}, tmp_path / "own.yml")
+    stopped = run("server", "status", config=own)
+    assert stopped.exit_code == 0, stopped.output
+    assert stopped.stdout.startswith(f"The embedded Redis under {data} is not running; "
+                                     "`hermes-redis server start` starts it")
+    assert run("server", "start", config=own).exit_code == 0
+    try:
+        shown = json.loads(run("server", "status", "--json", config=own).stdout)
+        pid = int((data / "redis.pid").read_text())
+        assert shown == {"running": True, "data_dir": str(data), "socket": str(data / "redis.sock"),
+                         "log": str(data / "redis.log"), "pid": pid, "port": 0,
+                         "version": shown["version"], "in_use": True}
+        os.kill(pid, 0)  # that process exists
+        text = run("server", "status", config=own).stdout
+        assert text.startswith(f"The embedded Redis runs: pid {pid}, Redis {shown['version']}, "
+                               "port none (unix socket only), socket "), text
+        assert "`hermes-redis server stop` stops it." in text
+    finally:
+        assert "Stopped" in run("server", "stop", config=own).stdout
+    assert not json.loads(run("server", "status", "--json", config=own).stdout)["running"]
+    configured = run("server", "status")  # cfg: redis.url set
+    assert "Note: redis.url is configured, so the embedded Redis is not in use." in configured.stdout

@@ -92,3 +92,26 @@ def test_archive_url_from_the_file_or_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("HERMES_ARCHIVE_URL", "mysql://nope/x")
     with pytest.raises(ConfigError, match=r"HERMES_ARCHIVE_URL.*archive.url must be a PostgreSQL URL"):
         config.load(path)
+
+
+def test_an_unclosed_quote_is_reported_where_it_opens(tmp_path):
+    """Issue 45: PyYAML gives up at the end of the file; the error names line 33, where the
+    quote opens, with PyYAML's own words and the line's text."""
+    lines = [f"# line {n}" for n in range(1, 33)] + ['redis:  {url: "redis://x'] + [
+        f"# line {n}" for n in range(34, 59)]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(ConfigError) as err:
+        config.load(path)
+    message = str(err.value)
+    assert f"{path}: invalid YAML at line 33, column " in message, message
+    assert "while scanning a quoted scalar, found unexpected end of stream at line 59" in message
+    assert "near 'redis:  {url: \"redis://x'" in message
+    assert message.endswith("; fix the syntax") and "\n" not in message
+
+
+def test_a_parser_error_is_reported_at_the_wrong_token(tmp_path):
+    path = write(tmp_path, "redis:\n  url: x\n key_prefix: y\n")
+    with pytest.raises(ConfigError) as err:
+        config.load(path)
+    assert "invalid YAML at line 3, column 2 near 'key_prefix: y' (while parsing a block " \
+           "mapping, expected <block end>" in str(err.value)

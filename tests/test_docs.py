@@ -24,7 +24,8 @@ from tests.http_server import ServeProcess, serve_config
 from tests.http_server import cli as serve_cli
 from tests.redis_server import RedisServer
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 OPTION_RE = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")
 
 
@@ -288,6 +289,7 @@ def run_walkthrough(steps: list[Step], directory: Path) -> list[tuple[int, list[
     outputs = directory / ".out"
     outputs.mkdir()
     script = ["set +e", f"cd {directory}", f'export PATH="{Path(sys.executable).parent}:$PATH"',
+              f'export PYTHONPATH="{ROOT}"',  # this checkout's code, whatever the venv installed
               f'export HOME="{directory}/home"', "unset $(env | grep -o '^HERMES_[A-Z_]*')"]
     for i, step in enumerate(steps):
         command = step.command.replace(WALK_DIR, str(directory))

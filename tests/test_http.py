@@ -387,6 +387,16 @@ def test_json_in_any_utf_is_read_as_json_reads_it(http: httpx.Client) -> None:
             assert r.json()["content"] == text
 
 
+def test_a_missing_field_reads_as_a_sentence(http: httpx.Client) -> None:
+    """Issue 45: "content is required: the text" said nothing of what to send."""
+    sid = new_session(http)
+    url = f"/v1/sessions/{sid}/messages"
+    assert error_of(http.post(url, json={"role": "user"}), 422, "invalid") == (
+        'content is required: the message text, as in {"role": "user", "content": "hello"}')
+    assert error_of(http.post(url, json={"content": "hi"}), 422, "invalid").startswith(
+        "role is required: who said it, one of ")
+
+
 def test_numbers_past_sqlite_integers_are_422(http: httpx.Client) -> None:
     sid = new_session(http)
     r = http.get(f"/v1/sessions/{sid}/messages", params={"after_seq": 2**80})

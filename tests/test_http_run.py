@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 
+from tests.helpers import write_config
 from tests.http_server import ROOT
 from tests.redis_server import free_port
 
@@ -64,3 +66,40 @@ def test_run_sh_serve_starts_the_server_and_a_worker(tmp_path: Path) -> None:
     rows = [line.split(None, 2) for line in listing.splitlines() if line.strip()]
     alive = [" ".join(row) for row in rows if not row[1].startswith("Z")]
     assert alive == [], "the server or worker outlived Ctrl-C:\n" + "\n".join(alive)
+
+
+def test_the_serve_banner_names_the_console(tmp_path: Path) -> None:
+    """Issue 45: the banner said only "Docs at /docs"; it names /ui, which the README links."""
+    config = write_config({"memory": {"session": {"backend": "memory"}},
+                           "archive": {"data_dir": str(tmp_path / "data"),
+                                       "path": str(tmp_path / "memory.db")}},
+                          tmp_path / "config.yml")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "hermes_redis.cli", "--config", str(config),
+                             "serve", "--port", str(port)], cwd=ROOT, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},  # this checkout's code
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert banner.startswith(f"Serving hermes-redis on http://127.0.0.1:{port} (1 worker)"), banner
+    assert banner.rstrip().endswith(f"The console at http://127.0.0.1:{port}/ui/, API docs at "
+                                    "/docs."), banner
+    assert "/ui" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_run_sh_with_redis_away_is_one_line(tmp_path: Path) -> None:
+    """Issue 45: ``bash scripts/run.sh`` (the demo) and ``run.sh serve`` give the CLI's one
+    line for an unreachable Redis: not a traceback, and not a line from the worker and another
+    from the server."""
+    env = {**os.environ, "HERMES_DATA_DIR": str(tmp_path / "data"),
+           "HERMES_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+    for args in ([], ["serve", "--port", str(free_port())]):
+        done = subprocess.run(["bash", "scripts/run.sh", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 5, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("Error: cannot reach Redis at "), (args, lines)

@@ -20,7 +20,7 @@ from hermes_redis.core.errors import BackendUnavailableError, ConfigError, Herme
 from hermes_redis.core.urls import redact_url
 from hermes_redis.store import embedded
 from hermes_redis.store.archive import SCHEMA_VERSION
-from hermes_redis.store.connection import redis_safety
+from hermes_redis.store.connection import redis_safety, url_origin
 from hermes_redis.store.hot import ClusterHot, RedisHot
 from hermes_redis.store.open import connect_hot, open_queue
 
@@ -113,7 +113,7 @@ def _redis_fix(config: Config, queue: bool = False) -> str:
     if queue and config.redis.queue_url:
         return "start the queue's Redis or fix redis.queue_url / HERMES_REDIS_QUEUE_URL"
     if config.redis.url:
-        return "start Redis or fix redis.url / HERMES_REDIS_URL"
+        return f"start Redis or fix {url_origin(config)}"
     return (f"see {config.data_dir / 'redis.log'}; restart it: `hermes-redis server stop`, "
             "then `hermes-redis server start`")
 
@@ -143,6 +143,11 @@ def _hot(config: Config, checks: list[Check]) -> RedisHot | None:
         return _cluster(config, hot, url, checks)
     try:
         info, memory = hot.client.info("server"), hot.client.info("memory")
+    except redis.exceptions.InvalidResponse:
+        hot.close()
+        checks.append(Check("redis", FAIL, f"{redact_url(url)} answered but is not a Redis "
+                            "server", f"check {url_origin(config)}"))
+        return None
     except redis.RedisError as err:
         hot.close()
         checks.append(Check("redis", FAIL, f"cannot reach Redis at {redact_url(url)} ({err})",

@@ -103,6 +103,30 @@ def start(state: State) -> None:
 
 
 @server.command()
+@json_option
+@pass_state
+def status(state: State, as_json: bool) -> None:
+    """Whether the embedded Redis runs: its pid, port, socket and data directory."""
+    config = state.config()
+    found = embedded.status(config.data_dir)
+    found["in_use"] = not config.redis.url and config.session.backend == "redis"
+    if as_json:
+        emit_json(found)
+        return
+    if found["running"]:
+        port = found["port"] or "none (unix socket only)"
+        click.echo(f"The embedded Redis runs: pid {found['pid']}, Redis {found['version']}, "
+                   f"port {port}, socket {found['socket']}, data in {found['data_dir']} "
+                   f"(log {found['log']}); `hermes-redis server stop` stops it.")
+    else:
+        click.echo(f"The embedded Redis under {found['data_dir']} is not running; "
+                   "`hermes-redis server start` starts it (so does the first command that "
+                   "needs it).")
+    if config.redis.url:
+        click.echo("Note: redis.url is configured, so the embedded Redis is not in use.")
+
+
+@server.command()
 @pass_state
 def stop(state: State) -> None:
     """Shut the embedded Redis down, saving its data."""
@@ -124,7 +148,8 @@ def stop(state: State) -> None:
 @pass_state
 def serve(state: State, host: str | None, port: int | None, workers: int | None,
           access_log: bool) -> None:
-    """The HTTP API: /v1 routes, OpenAPI at /openapi.json, docs at /docs, /metrics."""
+    """The HTTP API: /v1 routes, the console at /ui, OpenAPI at /openapi.json, docs at /docs,
+    /metrics."""
     import uvicorn
 
     from hermes_redis.server.app import create_app
@@ -143,7 +168,7 @@ def serve(state: State, host: str | None, port: int | None, workers: int | None,
             "no API keys: serving without auth, on loopback only "
             "(`hermes-redis key create` turns auth on)")
     click.echo(f"Serving hermes-redis on http://{host}:{port} ({plural(workers, 'worker')}); "
-               f"{auth}. Docs at /docs.", err=True)
+               f"{auth}. The console at http://{host}:{port}/ui/, API docs at /docs.", err=True)
     options = _connection_options(config)
     if workers == 1:
         app = create_app(config.with_overrides(server={"host": host, "port": port}), mem=mem)

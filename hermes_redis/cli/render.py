@@ -91,12 +91,21 @@ def key_values(pairs: Sequence[tuple[str, str]]) -> str:
 
 # --- numbers and times ------------------------------------------------------------------------
 def tokens_k(n: int) -> str:
-    """178K for 178,000; exact below 1,000; M past a million."""
-    if n < 1000:
-        return str(n)
+    """178K for 178,000; exact below 10,000 (1,640 / 2,000: as K, both would read 2K); M
+    past a million."""
+    if n < 10_000:
+        return f"{n:,}"
     if n < 1_000_000:
         return f"{round(n / 1000)}K"
     return f"{round(n / 1_000_000, 1):g}M"
+
+
+def short_id(sid: str) -> str:
+    """A generated id (32 hex digits) by its first 8, a unique prefix the commands take; an id
+    someone chose (``demo-session``) whole."""
+    if len(sid) == 32 and all(c in "0123456789abcdef" for c in sid):
+        return sid[:8]
+    return sid
 
 
 def plural(n: int, word: str) -> str:
@@ -128,7 +137,7 @@ def usage_warning(share: float, sid: str, user: str, slash: bool = False) -> str
         return None
     how = ("/remember what matters, then /clear" if slash else
            f"/remember what matters (`hermes-redis memory add TEXT --user {clean(user)}`), then "
-           f"/clear (`hermes-redis session clear {sid[:8]}`)")
+           f"/clear (`hermes-redis session clear {short_id(sid)}`)")
     return f"⚠ context is {percent(share)} full: {how} to start afresh; the archive keeps every turn"
 
 
@@ -398,7 +407,7 @@ def report_brief(r: SessionReport) -> str:
     i = r.info
     usage = "n/a" if r.context is None else r.usage_text()
     lines = [
-        f"Session {i.session_id[:8]} · {clean(i.title) or '(untitled)'} · {i.status}",
+        f"Session {short_id(i.session_id)} · {clean(i.title) or '(untitled)'} · {i.status}",
         f"Messages: {messages_text(r)}; {i.total_tokens:,} tokens",
         f"Token usage: {usage}",
         f"Context: {context_shape(r.context)}",

@@ -17,6 +17,7 @@ from hermes_redis.cli.render import (
     plural,
     progress_line,
     seqs_upto,
+    short_id,
     stamp,
     table,
     truncate,
@@ -93,7 +94,7 @@ def _title_cell(info: SessionInfo) -> str:
     lineage = lineage_text(info)
     if lineage is None or info.parent_session_id is None:
         return title
-    return f"{title} ({lineage.replace(info.parent_session_id, info.parent_session_id[:8])})"
+    return f"{title} ({lineage.replace(info.parent_session_id, short_id(info.parent_session_id))})"
 
 
 def _list_entry(info: SessionInfo) -> dict[str, Any]:
@@ -233,7 +234,7 @@ def archive(state: State, session_id: str) -> None:
     """Keep everything but stop loading the session into context."""
     sid = state.sid(session_id)
     state.mem().archive(sid)
-    click.echo(f"Archived session {sid}; `hermes-redis session restore {sid[:8]}` undoes it.")
+    click.echo(f"Archived session {sid}; `hermes-redis session restore {short_id(sid)}` undoes it.")
 
 
 @session.command()

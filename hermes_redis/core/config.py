@@ -180,6 +180,20 @@ class Config:
             return Path(self.archive.path).expanduser()
         return self.data_dir / "memory.db"
 
+    def origin(self, key: str, var: str) -> str:
+        """Where setting ``key`` (``redis.url``) came from, as a hint names it: ``$VAR`` when
+        that variable set it, ``key in <file>`` when the file did, else ``key / VAR`` (neither:
+        what to set)."""
+        file, _, overrides = self.source.partition(" (with ")
+        if f"${var}" in overrides:
+            return f"${var}"
+        value: Any = self
+        for part in key.split("."):
+            value = getattr(value, part, None)
+        if value is not None and file and file != "<defaults>":
+            return f"{key} in {file}"
+        return f"{key} / {var}"
+
     @property
     def context_budget(self) -> int:
         return self.model.context_window - self.model.reply_reserve
@@ -253,6 +267,24 @@ def _seed_aliases(data: dict[str, Any], source: str) -> None:
         session[key] = cm[key]
 
 
+def _yaml_where(err: yaml.YAMLError, text: str) -> str:
+    """Where the problem starts and PyYAML's own words, on one line: an unclosed quote is
+    reported where the quote opens (the scanner's context mark), not at the end of the file
+    where the scanner gave up; a parser's error where it found the wrong token."""
+    context, problem = getattr(err, "context", None), getattr(err, "problem", None)
+    start, found = getattr(err, "context_mark", None), getattr(err, "problem_mark", None)
+    mark = start if isinstance(err, yaml.scanner.ScannerError) and start else found or start
+    if mark is None:
+        return ""
+    lines = text.splitlines()
+    line = lines[mark.line].strip() if mark.line < len(lines) else ""
+    words = ", ".join(w for w in (context, problem) if w)
+    if found is not None and mark is not found and found.line != mark.line:
+        words += f" at line {found.line + 1}"
+    near = f" near {line[:60]!r}" if line else ""
+    return f" at line {mark.line + 1}, column {mark.column + 1}{near} ({words})"
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -263,9 +295,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}: invalid YAML{where}; fix the syntax") from None
+        raise ConfigError(f"{path}: invalid YAML{_yaml_where(err, text)}; fix the syntax") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

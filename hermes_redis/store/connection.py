@@ -22,6 +22,12 @@ def redis_url(config: Config) -> str:
     return config.redis.url or embedded.ensure_running(config.data_dir)
 
 
+def url_origin(config: Config) -> str:
+    """Where the configured Redis URL came from, as a hint names it: ``$HERMES_REDIS_URL``,
+    or ``redis.url in config.yml``."""
+    return config.origin("redis.url", "HERMES_REDIS_URL")
+
+
 def connect(url: str, config: Config) -> redis.Redis:
     timeout = config.redis.socket_timeout
     try:

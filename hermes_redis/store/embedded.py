@@ -107,6 +107,29 @@ def _start(data_dir: Path, sock: Path) -> None:
         raise BackendUnavailableError(f"the embedded Redis failed to start: {detail[0]}")
 
 
+def status(data_dir: Path) -> dict[str, object]:
+    """What ``hermes-redis server status`` shows: whether the private Redis runs, and then
+    its pid, version and TCP port (0: none, the unix socket only), as the server itself says."""
+    sock = socket_path(data_dir)
+    out: dict[str, object] = {"running": False, "data_dir": str(data_dir), "socket": str(sock),
+                              "log": str(data_dir / "redis.log"), "pid": None, "port": None,
+                              "version": None}
+    if not alive(sock):
+        return out
+    import redis
+
+    client = redis.Redis(unix_socket_path=str(sock), retry=None, socket_timeout=2)  # type: ignore[arg-type]
+    try:
+        info = client.info("server")
+    except redis.RedisError:
+        return out  # it went away between the two looks
+    finally:
+        client.close()
+    out.update(running=True, pid=int(info.get("process_id", 0)) or None,
+               port=int(info.get("tcp_port", 0)), version=info.get("redis_version"))
+    return out
+
+
 def stop(data_dir: Path) -> bool:
     """Shut the private Redis down (saving its data); False if it was not running."""
     sock = socket_path(data_dir)

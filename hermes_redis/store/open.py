@@ -7,7 +7,14 @@ from hermes_redis.core.config import Config
 from hermes_redis.core.errors import ConfigError
 from hermes_redis.core.urls import redact_url
 from hermes_redis.store.archive import Archive, ArchiveStore
-from hermes_redis.store.connection import check_server, connect, connect_cluster, is_cluster, redis_url
+from hermes_redis.store.connection import (
+    check_server,
+    connect,
+    connect_cluster,
+    is_cluster,
+    redis_url,
+    url_origin,
+)
 from hermes_redis.store.hot import ClusterHot, HotStore, MemoryHot, RedisHot
 from hermes_redis.store.queue import JobQueue
 from hermes_redis.store.vectors import VectorIndex
@@ -28,15 +35,16 @@ def connect_hot(config: Config, url: str, queue_required: bool = False) -> Redis
     ``queue_required``: refuse a cluster without ``redis.queue_url`` (RQ cannot queue on one)
     before connecting to its nodes."""
     client = connect(url, config)
+    origin = url_origin(config) if url == config.redis.url else ""  # "": the embedded Redis
     if not (config.redis.cluster or is_cluster(client)):
-        return RedisHot(client, config.redis.key_prefix, url, config.redis.retries)
+        return RedisHot(client, config.redis.key_prefix, url, config.redis.retries, origin)
     client.close()
     if queue_required and not config.redis.queue_url:
         raise ConfigError(f"{config.source}: Redis at {redact_url(url)} is a cluster and RQ "
                           "cannot queue on one: set redis.queue_url to a plain Redis "
                           "(or HERMES_REDIS_QUEUE_URL)")
     return ClusterHot(connect_cluster(url, config), config.redis.key_prefix, url,
-                      config.redis.retries)
+                      config.redis.retries, origin)
 
 
 def open_archive(config: Config) -> ArchiveStore:

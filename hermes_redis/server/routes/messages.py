@@ -81,7 +81,9 @@ class MessageRoutes(Routes):
             raise ValidationError('the request body must be a message object {"role", '
                                   f'"content", ...}} or {BATCH_SHAPE}')
         check_message_fields(data)
-        for required, what in (("role", f"one of {', '.join(ROLES)}"), ("content", "the text")):
+        for required, what in (("role", f"who said it, one of {', '.join(ROLES)}"),
+                               ("content", 'the message text, as in {"role": "user", "content": '
+                                           '"hello"}')):
             if required not in data and not (required == "content" and "item" in data):
                 raise ValidationError(f"{required} is required: {what}")
         if oversized([data], limit):

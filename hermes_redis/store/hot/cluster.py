@@ -43,8 +43,9 @@ class ClusterHot(RedisHot):
     script touches one slot. Listing reads every slot's zset, pipelined per node. RQ cannot
     use a cluster: its queue lives on ``redis.queue_url``."""
 
-    def __init__(self, client: Any, prefix: str, url: str, retries: int = 3) -> None:
-        super().__init__(client, prefix, url, retries)
+    def __init__(self, client: Any, prefix: str, url: str, retries: int = 3,
+                 origin: str = "") -> None:
+        super().__init__(client, prefix, url, retries, origin)
         self._keys_of_every_slot: dict[str, list[str]] = {}
         self._load_scripts()
 

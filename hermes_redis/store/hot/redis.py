@@ -54,8 +54,10 @@ class RedisHot(HotStore):
     name = "redis"
     needs_worker = True
 
-    def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3) -> None:
+    def __init__(self, client: redis.Redis, prefix: str, url: str, retries: int = 3,
+                 origin: str = "") -> None:
         self.client: Any = client  # redis-py's stubs type replies as bytes | str
+        self.origin = origin  # where the URL came from (Config.origin), "" for the embedded
         self.retries = retries
         self.warnings: list[str] = []  # what check_server found unsafe but allowed (info shows it)
         self.prefix = prefix
@@ -117,11 +119,17 @@ class RedisHot(HotStore):
                 raise BackendUnavailableError(
                     f"Redis at {self.url} rejected the credentials ({_first_line(err)}); "
                     "check the user and password in redis.url") from None
+            except redis.exceptions.InvalidResponse:  # e.g. an HTTP server: "got '<'"
+                raise BackendUnavailableError(
+                    f"{self.url} answered but is not a Redis server; check "
+                    f"{self.origin or 'redis.url / HERMES_REDIS_URL'}") from None
             except (redis.ConnectionError, redis.TimeoutError) as err:
                 if attempt >= self.retries:
+                    fix = (f"check that it runs or fix {self.origin}" if self.origin else
+                           "check that it runs (`hermes-redis server status`) or set "
+                           "redis.url / HERMES_REDIS_URL")
                     raise BackendUnavailableError(
-                        f"cannot reach Redis at {self.url} ({_first_line(err)}); "
-                        "check that it runs or set HERMES_REDIS_URL") from None
+                        f"cannot reach Redis at {self.url} ({_first_line(err)}); {fix}") from None
                 attempt += 1
                 time.sleep(min(1.0, 0.025 * 2 ** attempt))
             except redis.exceptions.NoPermissionError as err:
