@@ -24,32 +24,31 @@ ENGINE_DIR = "hermes-redis-context"  # the context engine: a general plugin
 ENGINE_NAME = "hermes-redis"  # context.engine: what the engine's ``name`` says
 MARK = "Written by `hermes-redis hermes install`"
 
-PROVIDER_INIT = f'''"""hermes-redis as Hermes Agent's memory provider (MemoryProvider). {MARK};
+
+
+def _shim(what: str, module: str, cls: str) -> str:
+    """A plugin's ``__init__.py``: it imports the class from the installed hermes-redis."""
+    return f'''"""hermes-redis as Hermes Agent's {what}. {MARK};
 `hermes-redis hermes uninstall` removes it."""
 try:
-    from hermes_redis.integrations.hermes_agent.provider import (  # noqa: F401
-        HermesRedisMemoryProvider,
+    from hermes_redis.integrations.hermes_agent.{module} import (  # noqa: F401
+        {cls},
         register,
     )
 except ImportError as err:
-    raise ImportError("the hermes-redis memory provider needs hermes-redis in Hermes' own "
+    raise ImportError("the hermes-redis {what} needs hermes-redis in Hermes' own "
                       "Python: <hermes venv>/bin/python -m pip install hermes-redis") from err
 '''
+
+
+# the word MemoryProvider is what Hermes' loader looks for in a provider's __init__.py; the
+# engine's must not hold it (Hermes would take it for a provider)
+PROVIDER_INIT = _shim("memory provider (MemoryProvider)", "provider", "HermesRedisMemoryProvider")
 PROVIDER_YAML = f"""# {MARK}
 name: {PROVIDER_DIR}
 description: Sessions, memories and recall in hermes-redis, shared by every Hermes process
 """
-ENGINE_INIT = f'''"""hermes-redis as Hermes Agent's context engine. {MARK};
-`hermes-redis hermes uninstall` removes it."""
-try:
-    from hermes_redis.integrations.hermes_agent.engine import (  # noqa: F401
-        HermesRedisContextEngine,
-        register,
-    )
-except ImportError as err:
-    raise ImportError("the hermes-redis context engine needs hermes-redis in Hermes' own "
-                      "Python: <hermes venv>/bin/python -m pip install hermes-redis") from err
-'''
+ENGINE_INIT = _shim("context engine", "engine", "HermesRedisContextEngine")
 ENGINE_YAML = f"""# {MARK}
 name: {ENGINE_DIR}
 kind: standalone

@@ -188,7 +188,7 @@ class Writer(threading.Thread):
         kind, sid, user, payload = item
         api = self.connect()
         if kind == "turn":
-            store_rows(Store(sid, api, user), payload)
+            Store(sid, api, user).add(payload)  # a turn: one append_many
         elif kind == "remember":
             api.remember(user, payload, sid or None)
         elif kind == "forget":
@@ -197,15 +197,3 @@ class Writer(threading.Thread):
                     api.forget_memory(memory.memory_id, user)
         else:
             raise ValidationError(f"unknown write {kind}")
-
-
-def store_rows(store: Store, batch: list[dict[str, Any]]) -> None:
-    """Append ``batch`` in one step (a turn is at most a few dozen messages), creating the
-    session on first write; a deleted session starts over with the same id (``Store.add``)."""
-    try:
-        store.memory.append_many(store.session_id, batch)
-    except NotFoundError:
-        store.create()
-        store.memory.append_many(store.session_id, batch)
-    except StateError:
-        store.add(batch)
