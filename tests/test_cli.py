@@ -740,13 +740,13 @@ def test_import_onto_a_session_in_batches_and_bad_files_change_nothing(
     both = run("session", "import", str(source), "--session", sid, "--user", "x")
     assert both.exit_code == 2 and cmem.info(sid).message_count == 9
 
-    rows[4]["content"] = "   "  # the library refuses it: the third batch is not written
+    rows[4]["content"] = "   "  # issue 44: refused before the first batch, not in the second
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     partial = run("session", "import", str(source), "--session", sid)
     assert partial.exit_code == 2
-    assert "(in the batch from message 4; messages 1–3 were imported into session" in (
-        one_error_line(partial.stderr))
-    assert cmem.info(sid).message_count == 12
+    assert one_error_line(partial.stderr) == (
+        f"Error: {source} line 5: content is empty: send at least one non-blank character")
+    assert cmem.info(sid).message_count == 9
 
     piped = run("session", "import", "-", "--user", "gina", input=json.dumps(rows[0]) + "\n")
     assert piped.exit_code == 0 and "from stdin into session" in piped.stdout
