@@ -927,3 +927,31 @@ def test_import_streams_a_200_mb_file_in_bounded_memory(
         assert cmem.info(made["session_id"]).message_count == count
         peaks.append(peak)
     assert peaks[1] < peaks[0] + 15_000, peaks  # KB: 36 MB more file, not 36 MB more memory
+
+
+def test_import_through_a_server_names_its_refusal_and_leaves_no_session(
+        tmp_path: Path, redis_url: str) -> None:
+    config = http_server.serve_config(tmp_path, redis_url, limits={"max_content_bytes": 2000},
+                                      server={"workers": 1, "max_body_bytes": 65536})
+    server = http_server.ServeProcess(config).start()
+    try:
+        def remote(*args: str) -> Result:
+            return CliRunner().invoke(cli, ["--server", server.url, *args])
+
+        for size, expect in ((5000, "content is 5000 bytes, over the limit of 2000"),
+                             (300_000, "over the limit of 65536 (server.max_body_bytes)"),
+                             (10_000_000, "over the limit of 65536 (server.max_body_bytes)")):
+            source = tmp_path / f"big{size}.jsonl"
+            source.write_text('{"role": "user", "content": "fine"}\n'
+                              + json.dumps({"role": "user", "content": "x" * size}) + "\n")
+            refused = remote("session", "import", str(source))
+            assert refused.exit_code == 2, refused.output
+            line = one_error_line(refused.stderr)
+            assert expect in line and "cannot reach" not in line, line
+            assert "nothing was imported (the new session " in line and "was removed)" in line
+            with SessionMemory.from_config(config) as local:
+                assert local.list_sessions(status="active", limit=None) == []
+                gone = local.list_sessions(status="all", limit=None)
+                assert all(i.status == "deleted" and i.message_count == 0 for i in gone), gone
+    finally:
+        server.stop()

@@ -151,7 +151,8 @@ def import_cmd(state: State, file: str, fmt: str | None, session_id: str | None,
                    else mem.create_session(title=named))
         try:
             first, last = append_batches(mem, sid, (row for _, row in
-                                                    _rows(source, name, fmt, cap, Head())))
+                                                    _rows(source, name, fmt, cap, Head())),
+                                         partial=not made)
         except BaseException as err:
             if not made:
                 raise
@@ -413,11 +414,11 @@ def _remove(mem: SessionAPI, sid: str) -> bool:
     return True
 
 
-def append_batches(mem: SessionAPI, sid: str,
-                   rows: Iterator[dict[str, Any]]) -> tuple[int, int]:
+def append_batches(mem: SessionAPI, sid: str, rows: Iterator[dict[str, Any]],
+                   partial: bool = True) -> tuple[int, int]:
     """``rows`` appended in order, ``MAX_BATCH`` at a time and at most ``BATCH_BYTES`` of
-    JSON (each batch one atomic step); the first and last seq. An error past the first batch
-    says how far the import got."""
+    JSON (each batch one atomic step); the first and last seq. With ``partial`` (a session
+    that stays), an error past the first batch says how far the import got."""
     first = last = 0
     done = 0
     batch: list[dict[str, Any]] = []
@@ -428,7 +429,7 @@ def append_batches(mem: SessionAPI, sid: str,
         try:
             stored = mem.append_many(sid, batch)
         except HermesError as err:
-            if not done:
+            if not done or not partial:
                 raise
             raise type(err)(f"{one_line(str(err))} (in the batch from message {done + 1}; "
                             f"messages 1–{done} were imported into session {sid})") from None
