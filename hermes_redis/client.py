@@ -267,8 +267,8 @@ class _Direct:
         except BaseException:
             conn.close()
             raise
-        if not keep:
-            conn.close()
+        if not keep or status == 413:  # issue 44: a 413 may leave the body unread, and the
+            conn.close()                # server hangs up: the next call opens a fresh one
         return status, content
 
     def close(self) -> None:

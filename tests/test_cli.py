@@ -938,6 +938,16 @@ def test_import_through_a_server_names_its_refusal_and_leaves_no_session(
         def remote(*args: str) -> Result:
             return CliRunner().invoke(cli, ["--server", server.url, *args])
 
+        for filename, data, expect in BAD_INPUTS:  # refused before the server is asked
+            if len(data) > 1_000_000 and filename != "huge.jsonl":
+                continue
+            path = tmp_path / filename
+            path.write_bytes(data)
+            refused = remote("session", "import", str(path))
+            assert refused.exit_code == 2, refused.output
+            assert one_error_line(refused.stderr).startswith(f"Error: {tmp_path}/{expect}")
+        with SessionMemory.from_config(config) as local:
+            assert local.list_sessions(status="all", limit=None) == []
         for size, expect in ((5000, "content is 5000 bytes, over the limit of 2000"),
                              (300_000, "over the limit of 65536 (server.max_body_bytes)"),
                              (10_000_000, "over the limit of 65536 (server.max_body_bytes)")):

@@ -406,12 +406,17 @@ def _check(name: str, number: int, row: dict[str, Any], limit: int) -> None:
 
 
 def _remove(mem: SessionAPI, sid: str) -> bool:
-    """Remove the session an import made (whether it could)."""
-    try:
-        mem.delete(sid, purge=True)
-    except HermesError:
-        return False
-    return True
+    """Remove the session an import made (whether it could); tried twice, as the failure
+    that led here may have cost the connection."""
+    for attempt in (1, 2):
+        try:
+            mem.delete(sid, purge=True)
+        except HermesError:
+            if attempt == 2:
+                return False
+        else:
+            return True
+    return False
 
 
 def append_batches(mem: SessionAPI, sid: str, rows: Iterator[dict[str, Any]],
