@@ -130,7 +130,16 @@ class _Conn:
         """Send ``request``; the reply's status, body, and whether the server keeps the
         connection open."""
         assert self.sock is not None
-        self.sock.sendall(request)
+        try:
+            self.sock.sendall(request)
+        except OSError as err:  # issue 44: a server may answer (413) before reading a body
+            try:                # it refuses, then close: its answer is the cause, if it came
+                return self._reply(head_only)
+            except (OSError, http.client.HTTPException, ValueError):
+                raise err from None
+        return self._reply(head_only)
+
+    def _reply(self, head_only: bool) -> tuple[int, bytes, bool]:
         buf = self.buf
         while True:
             end = buf.find(b"\r\n\r\n")
@@ -258,8 +267,8 @@ class _Direct:
         except BaseException:
             conn.close()
             raise
-        if not keep:
-            conn.close()
+        if not keep or status == 413:  # issue 44: a 413 may leave the body unread, and the
+            conn.close()                # server hangs up: the next call opens a fresh one
         return status, content
 
     def close(self) -> None:
@@ -321,6 +330,16 @@ class HermesClient:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             status, content = self._send(method, path, json_body, query)
+        except (BrokenPipeError, ConnectionResetError) as err:
+            size = len(json.dumps(json_body)) if json_body is not None else 0
+            if size > 65536:  # issue 44: not "cannot reach": it was reached, and hung up
+                raise BackendUnavailableError(
+                    f"{self.base_url} closed the connection while a {size:,}-byte request was "
+                    f"sent ({type(err).__name__}): it may be over the server's "
+                    "server.max_body_bytes; send less per request") from None
+            raise BackendUnavailableError(f"cannot reach hermes-redis at {self.base_url} "
+                                          f"({type(err).__name__}); is `hermes-redis serve` "
+                                          "running?") from None
         except (httpx.HTTPError, OSError, http.client.HTTPException) as err:
             raise BackendUnavailableError(f"cannot reach hermes-redis at {self.base_url} "
                                           f"({type(err).__name__}); is `hermes-redis serve` "

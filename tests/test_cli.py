@@ -795,13 +795,13 @@ def test_import_onto_a_session_in_batches_and_bad_files_change_nothing(
     both = run("session", "import", str(source), "--session", sid, "--user", "x")
     assert both.exit_code == 2 and cmem.info(sid).message_count == 9
 
-    rows[4]["content"] = "   "  # the library refuses it: the third batch is not written
+    rows[4]["content"] = "   "  # issue 44: refused before the first batch, not in the second
     source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     partial = run("session", "import", str(source), "--session", sid)
     assert partial.exit_code == 2
-    assert "(in the batch from message 4; messages 1–3 were imported into session" in (
-        one_error_line(partial.stderr))
-    assert cmem.info(sid).message_count == 12
+    assert one_error_line(partial.stderr) == (
+        f"Error: {source} line 5: content is empty: send at least one non-blank character")
+    assert cmem.info(sid).message_count == 9
 
     piped = run("session", "import", "-", "--user", "gina", input=json.dumps(rows[0]) + "\n")
     assert piped.exit_code == 0 and "from stdin into session" in piped.stdout
@@ -868,3 +868,218 @@ def test_server_status_says_whether_the_embedded_redis_runs(
     assert not json.loads(run("server", "status", "--json", config=own).stdout)["running"]
     configured = run("server", "status")  # cfg: redis.url set
     assert "Note: redis.url is configured, so the embedded Redis is not in use." in configured.stdout
+
+
+# issue 44: import is all or nothing, in bounded memory
+MD_HEAD = "# t\n\n- Session: `x`\n- User: ina\n\n"
+GOOD = '{"role": "user", "content": "ok"}\n'
+BAD_INPUTS = [
+    ("latin1.jsonl", '{"role": "user", "content": "café"}\n'.encode("latin-1"),
+     "latin1.jsonl line 1 is not UTF-8 (byte 0xe9 at column 33)"),
+    ("utf16.jsonl", GOOD.encode("utf-16"), "utf16.jsonl is UTF-16, not UTF-8: convert it"),
+    ("utf16le.jsonl", GOOD.encode("utf-16-le"), "utf16le.jsonl line 1 is not JSON"),
+    ("month.md", (MD_HEAD + "## 1 · user · 2026-13-45 99:99\n\nhi\n").encode(),
+     "month.md line 6: 2026-13-45 99:99 is not a date and time (YYYY-MM-DD HH:MM, local)"),
+    ("year0.md", (MD_HEAD + "## 1 · user · 0000-01-01 00:00\n\nhi\n").encode(),
+     "year0.md line 6: 0000-01-01 00:00 is not a date and time"),
+    ("old.md", (MD_HEAD + "## 1 · user · 1000-01-01 00:00\n\nhi\n").encode(),
+     "old.md line 6: 1000-01-01 00:00 is before 1970 or after 9999"),
+    ("digits.jsonl", (GOOD + '{"seq": ' + "9" * 5000 + ', "role": "user", "content": "x"}\n')
+     .encode(), "digits.jsonl line 2 holds a number of 5,000 digits, over 4,000"),
+    ("yesterday.jsonl", (GOOD + '{"role": "user", "content": "x", "created_at": "yesterday"}\n')
+     .encode(), "yesterday.jsonl line 2: created_at must be Unix seconds"),
+    ("nan.jsonl", (GOOD + '{"role": "user", "content": "x", "created_at": NaN}\n').encode(),
+     "nan.jsonl line 2: created_at must be Unix seconds"),
+    ("inf.jsonl", (GOOD + '{"role": "tool", "content": "x", "tool_calls": [1e400]}\n').encode(),
+     "inf.jsonl line 2: tool_calls cannot be stored as JSON"),
+    ("huge.jsonl", (GOOD + '{"role": "user", "content": "' + "x" * 30_000_000 + '"}\n').encode(),
+     "huge.jsonl line 2 is over 16,777,216 bytes, the most one message may take"),
+    ("big.jsonl", ('{"role": "user", "content": "' + "x" * 2_000_000 + '"}\n').encode(),
+     "big.jsonl line 1: content is 2000000 bytes, over the limit of 1048576"),
+    ("bigmd.md", (MD_HEAD + "## 1 · user · -\n\n" + "y\n" * 9_000_000).encode(),
+     "bigmd.md line 6: the message under this heading is over 16,777,216 bytes"),
+    ("empty.jsonl", b"", "empty.jsonl holds no messages"),
+    ("blank.md", b"\n \n\t\n", "blank.md holds no messages"),
+    ("cut.jsonl", (GOOD + '{"role": "user", "cont').encode(), "cut.jsonl line 2 is not JSON"),
+    ("deep.jsonl", (GOOD + "[" * 100_000 + "\n").encode(),
+     "deep.jsonl line 2 nests too deep to be a message"),
+    ("calls.md", (MD_HEAD + "## 1 · tool · -\n\nx\n\n```json\n[1,\n```\n").encode(),
+     "calls.md line 6: the tool calls are not JSON"),
+    ("blankmsg.md", (MD_HEAD + "## 1 · user · -\n\nhi\n\n## 2 · user · -\n\n \n").encode(),
+     "blankmsg.md line 10: content is empty"),
+]
+
+
+def all_sessions(mem: SessionMemory) -> set[str]:
+    return {i.session_id for i in mem.list_sessions(status="all", limit=None)}
+
+
+@pytest.mark.parametrize("filename, data, expect", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_import_refuses_each_bad_input_in_one_line_and_makes_nothing(
+        run: Run, cmem: SessionMemory, tmp_path: Path, filename: str, data: bytes,
+        expect: str) -> None:
+    before = all_sessions(cmem)
+    path = tmp_path / filename
+    path.write_bytes(data)
+    result = run("session", "import", str(path))
+    assert result.exit_code == 2, result.output
+    assert one_error_line(result.stderr).startswith(f"Error: {tmp_path}/{expect}"), result.stderr
+    assert all_sessions(cmem) == before
+
+
+def test_a_heading_with_a_5000_digit_seq_is_only_a_number(run: Run, cmem: SessionMemory,
+                                                          tmp_path: Path) -> None:
+    path = tmp_path / "seq.md"
+    path.write_text(MD_HEAD + "## 1 · user · -\n\nhi\n\n## " + "7" * 5000 + " · assistant · -"
+                    "\n\nhello\n\n## 3 · user · -\n\nquoted, not a heading\n", encoding="utf-8")
+    made = run("session", "import", str(path), "--json")
+    assert made.exit_code == 0, made.output
+    sid = json.loads(made.stdout)["session_id"]
+    assert [m.content for m in cmem.messages(sid)] == [
+        "hi", "hello\n\n## 3 · user · -\n\nquoted, not a heading"]
+    assert cmem.info(sid).user_id == "ina"
+
+
+def test_import_fuzz_truncations_random_bytes_and_encodings_never_leave_a_session(
+        run: Run, cmem: SessionMemory, tmp_path: Path) -> None:
+    import random
+
+    sid = rich_session(cmem)
+    cmem.append(sid, "user", "café à la crème, naïve", created_at=1_700_000_100.0)
+    sources = {}
+    for fmt in ("jsonl", "markdown"):
+        target = tmp_path / f"src.{fmt}"
+        assert run("session", "export", sid, "--format", fmt, "-o", str(target)).exit_code == 0
+        sources[fmt] = target.read_bytes()
+    rng = random.Random(44)
+    cases: list[tuple[str, bytes]] = []
+    for fmt, data in sources.items():
+        step = max(1, len(data) // 60)
+        cases += [(fmt, data[:cut]) for cut in range(0, len(data), step)]
+        cases += [(fmt, data.decode().encode(codec)) for codec in (
+            "utf-16", "utf-16-le", "utf-16-be", "utf-32", "cp1252", "gb18030", "shift_jis")
+            if _encodes(data, codec)]
+        cases.append((fmt, data.decode().encode("latin-1", errors="replace")))
+        mangled = bytearray(data)
+        for _ in range(20):
+            mangled[rng.randrange(len(mangled))] = rng.randrange(256)
+        cases.append((fmt, bytes(mangled)))
+    cases += [("jsonl", rng.randbytes(rng.randrange(1, 4000))) for _ in range(25)]
+    cases += [("markdown", rng.randbytes(rng.randrange(1, 4000))) for _ in range(25)]
+    cases += [("jsonl", b'{"role": "user", "content": "x", "created_at": ' + n + b"}\n")
+              for n in (b"1e999", b"-1", b"9" * 4001, b"253402300800", b"true", b'"2026-01-01"')]
+    before = all_sessions(cmem)
+    outcomes = {0: 0, 2: 0}
+    for i, (fmt, data) in enumerate(cases):
+        path = tmp_path / f"case{i}.{'md' if fmt == 'markdown' else 'jsonl'}"
+        path.write_bytes(data)
+        result = run("session", "import", str(path), "--json")
+        assert result.exit_code in (0, 2), (i, data[:200], result.output, result.exception)
+        outcomes[result.exit_code] += 1
+        if result.exit_code == 2:
+            one_error_line(result.stderr)
+            assert all_sessions(cmem) == before, (i, data[:200])
+        else:  # a cut at a message's end is a shorter, valid file
+            new = json.loads(result.stdout)["session_id"]
+            assert all_sessions(cmem) == before | {new}
+            before.add(new)
+    assert outcomes[2] > len(cases) // 2 and outcomes[0] > 3, outcomes
+    for codec in ("utf-16", "utf-32", "gb18030"):  # never read as if it were UTF-8
+        path = tmp_path / f"enc.{codec}.jsonl"
+        path.write_bytes(sources["jsonl"].decode().encode(codec))
+        assert run("session", "import", str(path)).exit_code == 2, codec
+
+
+def _encodes(data: bytes, codec: str) -> bool:
+    try:
+        data.decode().encode(codec)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _peak_rss_kb(cfg: Path, *args: str) -> tuple[int, subprocess.CompletedProcess[str]]:
+    """``hermes-redis --config CFG ARGS`` in a child of a child; that child's peak RSS (KB)."""
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], "
+             "capture_output=True, text=True); sys.stdout.write(r.stdout); "
+             "sys.stderr.write(r.stderr); print(resource.getrusage(resource.RUSAGE_CHILDREN)"
+             ".ru_maxrss, file=sys.stderr); sys.exit(r.returncode)")
+    done = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "hermes_redis.cli",
+                           "--config", str(cfg), *args], capture_output=True, text=True,
+                          timeout=120, check=False, cwd=Path(__file__).parents[1])
+    *err, peak = done.stderr.strip().splitlines()
+    return int(peak), subprocess.CompletedProcess(done.args, done.returncode, done.stdout,
+                                                  "\n".join(err))
+
+
+def test_import_streams_a_200_mb_file_in_bounded_memory(
+        cfg: Path, cmem: SessionMemory, tmp_path: Path) -> None:
+    line = json.dumps({"role": "user", "content": "word " * 20_000}) + "\n"  # 100 KB
+    small = tmp_path / "small.jsonl"
+    small.write_text(line * 3 + '{"role": "user"}\n')
+    base, refused = _peak_rss_kb(cfg, "session", "import", str(small))
+    assert refused.returncode == 2 and "small.jsonl line 4 is not a message" in refused.stderr
+    big = tmp_path / "big.jsonl"
+    with big.open("w") as out:
+        for _ in range(2000):
+            out.write(line)
+        out.write('{"role": "user", "content": "x", "created_at": "yesterday"}\n')
+    assert big.stat().st_size > 200_000_000
+    before = all_sessions(cmem)
+    peak, refused = _peak_rss_kb(cfg, "session", "import", str(big))
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.splitlines() == [
+        f"Error: {big} line 2001: created_at must be Unix seconds (a number from 0), not "
+        "'yesterday'"]
+    assert peak < base + 30_000, (base, peak)  # KB: the file is 200 MB
+    assert all_sessions(cmem) == before
+
+    peaks = []  # the writing pass too: 4 MB (one batch), then 40 MB appended in batches
+    for count in (40, 400):
+        stored = tmp_path / f"stored{count}.jsonl"
+        stored.write_text(line * count)
+        peak, done = _peak_rss_kb(cfg, "session", "import", str(stored), "--json")
+        assert done.returncode == 0, done.stderr
+        made = json.loads(done.stdout)
+        assert (made["messages"], made["first_seq"], made["last_seq"]) == (count, 1, count)
+        assert cmem.info(made["session_id"]).message_count == count
+        peaks.append(peak)
+    assert peaks[1] < peaks[0] + 15_000, peaks  # KB: 36 MB more file, not 36 MB more memory
+
+
+def test_import_through_a_server_names_its_refusal_and_leaves_no_session(
+        tmp_path: Path, redis_url: str) -> None:
+    config = http_server.serve_config(tmp_path, redis_url, limits={"max_content_bytes": 2000},
+                                      server={"workers": 1, "max_body_bytes": 65536})
+    server = http_server.ServeProcess(config).start()
+    try:
+        def remote(*args: str) -> Result:
+            return CliRunner().invoke(cli, ["--server", server.url, *args])
+
+        for filename, data, expect in BAD_INPUTS:  # refused before the server is asked
+            if len(data) > 1_000_000 and filename != "huge.jsonl":
+                continue
+            path = tmp_path / filename
+            path.write_bytes(data)
+            refused = remote("session", "import", str(path))
+            assert refused.exit_code == 2, refused.output
+            assert one_error_line(refused.stderr).startswith(f"Error: {tmp_path}/{expect}")
+        with SessionMemory.from_config(config) as local:
+            assert local.list_sessions(status="all", limit=None) == []
+        for size, expect in ((5000, "content is 5000 bytes, over the limit of 2000"),
+                             (300_000, "over the limit of 65536 (server.max_body_bytes)"),
+                             (10_000_000, "over the limit of 65536 (server.max_body_bytes)")):
+            source = tmp_path / f"big{size}.jsonl"
+            source.write_text('{"role": "user", "content": "fine"}\n'
+                              + json.dumps({"role": "user", "content": "x" * size}) + "\n")
+            refused = remote("session", "import", str(source))
+            assert refused.exit_code == 2, refused.output
+            line = one_error_line(refused.stderr)
+            assert expect in line and "cannot reach" not in line, line
+            assert "nothing was imported (the new session " in line and "was removed)" in line
+            with SessionMemory.from_config(config) as local:
+                assert local.list_sessions(status="active", limit=None) == []
+                gone = local.list_sessions(status="all", limit=None)
+                assert all(i.status == "deleted" and i.message_count == 0 for i in gone), gone
+    finally:
+        server.stop()
