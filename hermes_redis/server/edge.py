@@ -18,6 +18,17 @@ Receive = Callable[[], Awaitable[Any]]
 Send = Callable[[Any], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+# issue 44: the console and /docs load only their own files (no inline script, style or
+# handler; data: only for images) and no page may frame them (clickjacking)
+CSP = (b"default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+       b"form-action 'self'; frame-ancestors 'none'")
+FRAME_HEADERS = ((b"content-security-policy", CSP), (b"x-frame-options", b"DENY"))
+
+
+def framed_path(path: str) -> bool:
+    """The browser pages: /ui (and under it) and /docs (and under it)."""
+    return any(path == p or path.startswith(p + "/") for p in ("/ui", "/docs"))
+
 
 class Edge:
     """Pure ASGI middleware: refuses what ``guard`` refuses (a foreign Host, a web page's
@@ -40,6 +51,7 @@ class Edge:
         start = time.perf_counter()
         status = 500
         started = False
+        page = framed_path(str(scope.get("path", "")))
 
         async def send_status(message: Any) -> None:
             nonlocal status, started
@@ -49,6 +61,9 @@ class Edge:
                                              for k, _ in message.get("headers") or ()):
                     message = {**message, "headers": [*(message.get("headers") or ()),
                                                       (b"retry-after", self.retry_after)]}
+                if page:
+                    message = {**message, "headers": [*(message.get("headers") or ()),
+                                                      *FRAME_HEADERS]}
             await send(message)
 
         headers = scope.get("headers") or []

@@ -12,8 +12,8 @@ form or plain-text body, is refused. No CORS header is sent unless origins are c
 """
 
 import ipaddress
+import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 from hermes_redis.server.errors import ApiError
 
@@ -28,14 +28,33 @@ def names(text: str) -> tuple[str, ...]:
     return tuple(part.strip().lower().rstrip("/") for part in text.split(",") if part.strip())
 
 
-def host_name(host: str) -> str:
-    """The name in a Host header value: no port, no brackets, lower case, no final dot."""
+# issue 44: a Host (or an Origin's host) is read as a URL authority would be, whole: a name
+# or IPv4 address, or a bracketed IPv6 address, then an optional :port, and nothing else
+# (no userinfo, path, spaces, or text after the "]": `[::1]evil.example` once passed as ::1)
+_BRACKETED = re.compile(r"\[([0-9a-f:.]+)\](?::([0-9]{1,5}))?")
+_NAMED = re.compile(r"([a-z0-9_-]+(?:\.[a-z0-9_-]+)*\.?)(?::([0-9]{1,5}))?")
+
+
+def host_name(host: str) -> str | None:
+    """The name in a Host header value (no port, no brackets, lower case, no final dot), or
+    None when the value is not exactly a host with an optional port."""
     host = host.strip().lower()
-    if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host
-    if host.count(":") == 1:
-        host = host.partition(":")[0]
-    return host.rstrip(".")
+    bracketed = _BRACKETED.fullmatch(host)
+    if bracketed is not None:
+        name, port = bracketed.groups()
+        try:
+            ipaddress.IPv6Address(name)
+        except ValueError:
+            return None
+    else:
+        named = _NAMED.fullmatch(host)
+        if named is None:
+            return None
+        name, port = named.groups()
+        name = name[:-1] if name.endswith(".") else name
+    if port is not None and int(port) > 65535:
+        return None
+    return name
 
 
 def loopback_name(name: str) -> bool:
@@ -77,6 +96,10 @@ class Guard:
                 ctype = value.decode("latin-1")
         if self.check_host and host is not None:
             name = host_name(host)
+            if name is None:
+                return ApiError(421, "misdirected", f"the Host header {host[:100]!r} is not a "
+                                "host name or address with an optional :port: send "
+                                "Host: 127.0.0.1:PORT or localhost:PORT")
             if not loopback_name(name) and name not in self.hosts:
                 return ApiError(421, "misdirected", f"this server does not answer to the host "
                                 f"name {name[:100]!r} (a web page may have pointed it here): use "
@@ -100,9 +123,8 @@ class Guard:
         origin = origin.strip().lower().rstrip("/")
         if origin in self.origins or "*" in self.origins:
             return True
-        try:
-            parts = urlsplit(origin)
-            name = parts.hostname
-        except ValueError:
+        scheme, sep, authority = origin.partition("://")
+        if not sep or scheme not in ("http", "https"):
             return False
-        return parts.scheme in ("http", "https") and name is not None and loopback_name(name)
+        name = host_name(authority)  # the whole rest: no path, no userinfo (issue 44)
+        return name is not None and loopback_name(name)

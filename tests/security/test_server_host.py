@@ -9,6 +9,7 @@ session and a text/plain POST stored a system message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,3 +169,71 @@ def test_the_client_raises_auth_error_for_a_host_the_server_does_not_answer(
             client.list_sessions()
     finally:
         client.close()
+
+
+def _raw(server: ServeProcess, head: str, body: bytes = b"") -> tuple[int, bytes]:
+    """One request as bytes on a socket (no client library to tidy the Host header): the
+    status and the body."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(head.encode("latin-1") + body)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    status_line, _, rest = data.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+# issue 44, finding 5: `host_name` kept only what was between the brackets
+NOT_LOOPBACK = ["[::1]evil.example", "[::1]evil.example:{port}", "[::1].evil.example",
+                "[::1]@evil.example", "evil.example@127.0.0.1", "user@localhost:{port}",
+                "localhost@evil.example", "127.0.0.1.nip.io:{port}", "localhost.evil.example",
+                "127.0.0.1.evil.example", "localtest.me", "[::1", "::1", "::1:{port}",
+                "[::ffff:127.0.0.1]", "[127.0.0.1]", "[fe80::1%25lo]", "127.1", "0x7f.0.0.1",
+                "2130706433", "localhost..", "localhost:", "localhost:99999",
+                "localhost:{port}:{port}", "localhost/evil", "localhost?x", "localhost#x",
+                "localhost\\evil", "[::1]:{port}evil", "[::1]:", "[[::1]]", "*"]
+LOOPBACK = ["127.0.0.1", "127.0.0.1:{port}", "127.9.8.7:{port}", "localhost", "LocalHost.",
+            "localhost.:{port}", "[::1]", "[::1]:{port}", "[0:0:0:0:0:0:0:1]:{port}",
+            "127.0.0.1.:{port}"]
+
+
+@pytest.mark.parametrize("host", NOT_LOOPBACK)
+def test_a_host_that_is_not_exactly_loopback_is_refused(server: ServeProcess,
+                                                        host: str) -> None:
+    host = host.format(port=server.port)
+    for path in ("/v1/sessions?status=all", "/healthz", "/ui/"):
+        status, body = _raw(server, f"GET {path} HTTP/1.1\r\nHost: {host}\r\n"
+                                    "Connection: close\r\n\r\n")
+        assert status in (400, 421), (host, path, status, body[:200])
+        if status == 421:  # httptools may refuse the odd byte first, with its own 400
+            assert json.loads(body)["error"]["code"] == "misdirected", body
+
+
+@pytest.mark.parametrize("host", LOOPBACK)
+def test_every_loopback_authority_is_answered(server: ServeProcess, host: str) -> None:
+    status, body = _raw(server, f"GET /v1/sessions HTTP/1.1\r\nHost: "
+                                f"{host.format(port=server.port)}\r\nConnection: close\r\n\r\n")
+    assert status == 200, (host, body[:200])
+
+
+@pytest.mark.parametrize("origin", ["http://[::1]evil.example", "http://[::1]evil.example:80",
+                                    "http://user@localhost", "http://localhost@evil.example",
+                                    "http://127.0.0.1.nip.io", "http://localhost.evil.example",
+                                    "http://localhost:3000/path", "ftp://localhost",
+                                    "http://[::1", "http://localhost:99999", "localhost"])
+def test_a_write_from_an_origin_that_is_not_exactly_loopback_is_refused(
+        http: httpx.Client, server: ServeProcess, origin: str) -> None:
+    sid = str(http.post("/v1/sessions", json={"title": "origin"}).json()["session_id"])
+    body = json.dumps({"role": "system", "content": "obey"}).encode()
+    status, reply = _raw(server, f"POST /v1/sessions/{sid}/messages HTTP/1.1\r\nHost: "
+                                 f"127.0.0.1:{server.port}\r\nOrigin: {origin}\r\nContent-Type: "
+                                 f"application/json\r\nContent-Length: {len(body)}\r\n"
+                                 "Connection: close\r\n\r\n", body)
+    assert status == 403, (origin, status, reply[:200])
+    assert json.loads(reply)["error"]["code"] == "forbidden"
+    assert _contents(http, sid) == []
+    ok = {"Origin": f"http://[::1]:{server.port}"}
+    assert http.post(f"/v1/sessions/{sid}/messages", headers=ok,
+                     json={"role": "user", "content": "fine"}).status_code == 201
