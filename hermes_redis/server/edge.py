@@ -57,13 +57,7 @@ class Edge:
             nonlocal status, started
             if message["type"] == "http.response.start":
                 status, started = message["status"], True
-                if status == 503 and not any(k.lower() == b"retry-after"
-                                             for k, _ in message.get("headers") or ()):
-                    message = {**message, "headers": [*(message.get("headers") or ()),
-                                                      (b"retry-after", self.retry_after)]}
-                if page:
-                    message = {**message, "headers": [*(message.get("headers") or ()),
-                                                      *FRAME_HEADERS]}
+                message = self._headed(message, page)
             await send(message)
 
         headers = scope.get("headers") or []
@@ -106,6 +100,18 @@ class Edge:
             template = getattr(route, "path", None) or "unmatched"
             self.metrics.observe(scope.get("method", ""), template, status,
                                  time.perf_counter() - start)
+
+    def _headed(self, start: Any, page: bool) -> Any:
+        """A response start with what the edge adds: ``Retry-After`` on a 503 that has none,
+        the anti-framing headers on a console or docs page."""
+        if start["status"] != 503 and not page:
+            return start  # the usual answer: nothing to add, nothing copied
+        headers = list(start.get("headers") or ())
+        if start["status"] == 503 and not any(k.lower() == b"retry-after" for k, _ in headers):
+            headers.append((b"retry-after", self.retry_after))
+        if page:
+            headers.extend(FRAME_HEADERS)
+        return {**start, "headers": headers}
 
     def _too_large(self, size: int) -> ApiError:
         return ApiError(413, "too_large", f"request body is {size} bytes or more, over the "
