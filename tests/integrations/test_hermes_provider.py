@@ -358,3 +358,22 @@ def test_what_is_queued_at_exit_is_written_by_the_next_process(tmp_path: Path) -
     finally:
         server.stop()
         server.cleanup()
+
+
+@pytest.mark.parametrize("settings", DOORS, indirect=True)
+def test_the_same_words_where_hermes_cut_its_list_are_stored_again(
+        settings: Settings, mem: SessionMemory, tmp_path: Path) -> None:
+    """A later process whose list Hermes cut in place counts ids afresh: a turn with the same
+    words as an old one gets the old one's ids. It is a new turn, not a retry: stored."""
+    hermes_id = hid("20261207_100018_ssssss", settings)
+    said = [{"role": "user", "content": "ok"}, {"role": "assistant", "content": "fine"}]
+    first = provider(settings, tmp_path, hermes_id)
+    first.sync_turn("ok", "fine", messages=list(said))
+    assert first.flush(10)
+    first.shutdown()
+    time.sleep(2.5)  # older than the clock slack: a store of another turn, not this one's try
+    later = provider(settings, tmp_path, hermes_id)  # hermes --resume after the cut
+    later.sync_turn("ok", "fine", messages=list(said))
+    assert later.flush(10)
+    assert [m.content for m in stored(mem, later.sid)] == ["ok", "fine", "ok", "fine"]
+    later.shutdown()

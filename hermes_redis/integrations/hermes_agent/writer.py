@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -18,10 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from hermes_redis.core.api import SessionAPI
-from hermes_redis.core.errors import AuthError, NotFoundError, StateError, ValidationError
+from hermes_redis.core.errors import (
+    AuthError,
+    ConflictError,
+    NotFoundError,
+    StateError,
+    ValidationError,
+)
 from hermes_redis.integrations import Store
 
 log = logging.getLogger("hermes_redis.hermes_agent")
+CLOCK_SLACK = 2.0  # seconds between this host's clock and the store's, at most
 SKIP_SECONDS = 5.0  # after a failure, reads give up at once for this long
 BACKOFF_MAX = 5.0
 Item = tuple[str, str, str, Any]  # (kind, session id, user id, rows or text)
@@ -73,6 +81,8 @@ class Writer(threading.Thread):
         self.queue: collections.deque[Item] = collections.deque()
         self.cond = threading.Condition()
         self.busy = False
+        self.head_since: float | None = None  # when the head item was first tried, if it was
+        self.carried: set[str] = set()  # first ids of spooled turns an earlier process tried
         self.stopping = False
         self.dropped = 0  # turns refused because the queue was full
         self.written = 0
@@ -115,8 +125,9 @@ class Writer(threading.Thread):
                 self.spool.mkdir(parents=True, exist_ok=True)
                 path = self.spool / f"{time.time_ns()}-{os.getpid()}.jsonl"
                 tmp = path.with_suffix(".tmp")
-                tmp.write_text("".join(json.dumps(list(i), ensure_ascii=False) + "\n"
-                                       for i in left), encoding="utf-8")
+                tried = self.head_since is not None  # the head may have landed already
+                tmp.write_text("".join(json.dumps([*i, tried and n == 0], ensure_ascii=False)
+                                       + "\n" for n, i in enumerate(left)), encoding="utf-8")
                 os.replace(tmp, path)
             except OSError as err:
                 log.warning("hermes-redis: %d queued writes lost at shutdown: cannot spool "
@@ -142,8 +153,10 @@ class Writer(threading.Thread):
             with self.cond:
                 for line in lines:
                     with contextlib.suppress(ValueError, TypeError):
-                        kind, sid, user, payload = json.loads(line)
+                        kind, sid, user, payload, *tried = json.loads(line)
                         self.queue.append((kind, sid, user, payload))
+                        if tried and tried[0] and kind == "turn" and payload:
+                            self.carried.add(str(payload[0].get("message_id")))
                         taken += 1
                 self.cond.notify_all()
         return taken
@@ -163,11 +176,18 @@ class Writer(threading.Thread):
                     return
                 item = self.queue[0]
                 self.busy = True
+                fresh = self.head_since is None and not (
+                    item[0] == "turn" and item[3] and
+                    str(item[3][0].get("message_id")) in self.carried)
+                if self.head_since is None:
+                    self.head_since = time.time()
             try:
-                self._write(item)
+                self._write(item, fresh)
             except (ValidationError, NotFoundError, StateError, AuthError) as err:  # for good
                 log.warning("hermes-redis: a %s for session %s was refused (%s); skipped",
                             item[0], item[1], one_line(err))
+                with self.cond:
+                    self.head_since = None
             except Exception as err:  # away (HermesError, OSError, ...): retry
                 self.outage.down(err, self.where)
                 with self.cond:
@@ -181,14 +201,15 @@ class Writer(threading.Thread):
             with self.cond:
                 self.queue.popleft()
                 self.busy = False
+                self.head_since = None
                 self.written += 1
                 self.cond.notify_all()
 
-    def _write(self, item: Item) -> None:
+    def _write(self, item: Item, fresh: bool) -> None:
         kind, sid, user, payload = item
         api = self.connect()
         if kind == "turn":
-            Store(sid, api, user).add(payload)  # a turn: one append_many
+            self._turn(api, Store(sid, api, user), payload, fresh)
         elif kind == "remember":
             api.remember(user, payload, sid or None)
         elif kind == "forget":
@@ -197,3 +218,35 @@ class Writer(threading.Thread):
                     api.forget_memory(memory.memory_id, user)
         else:
             raise ValidationError(f"unknown write {kind}")
+
+    def _turn(self, api: SessionAPI, store: Store, batch: list[dict[str, Any]],
+              fresh: bool) -> None:
+        """One append_many. A first try whose ids the store already holds for other messages
+        (ConflictError) or for messages stored before this turn was queued (the same words
+        said again where Hermes' list was cut) is not a retry: the turn is stored under ids
+        derived from those, which the queue keeps for its own retries."""
+        try:
+            got = api.append_many(store.session_id, batch)
+        except NotFoundError:
+            store.create()
+            got = api.append_many(store.session_id, batch)
+        except ConflictError:
+            got = None
+        except StateError:
+            store.add(batch)  # a deleted session starts over with the same id
+            return
+        since = self.head_since or time.time()
+        if got is not None and not (fresh and got and
+                                    max(m.created_at for m in got) < since - CLOCK_SLACK):
+            return
+        again = [{**row, "message_id": _derived(str(row.get("message_id")))} for row in batch]
+        with self.cond:
+            if self.queue and self.queue[0][3] is batch:
+                self.queue[0] = (self.queue[0][0], self.queue[0][1], self.queue[0][2], again)
+        log.info("hermes-redis: a turn's ids named earlier messages of %s; stored it under "
+                 "new ids", store.session_id)
+        api.append_many(store.session_id, again)
+
+
+def _derived(message_id: str) -> str:
+    return hashlib.sha256(f"again:{message_id}".encode()).hexdigest()[:32]
