@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from hermes_redis.cli.state import State, pass_state
-from hermes_redis.core.embeddings import OFF
 from hermes_redis.core.errors import ConfigError
 
 
@@ -23,6 +22,8 @@ def backfill(state: State, session_id: str | None) -> None:
     after the model changed). Runs on the archive's host; safe to run again."""
     mem = state.local("embeddings backfill")
     if mem.config.embeddings.provider == "none":  # also when there is nothing to embed yet
+        from hermes_redis.core.embeddings import OFF
+
         raise ConfigError(OFF)
     if session_id:
         sids = [state.sid(session_id)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from hermes_redis.cli.render import (
@@ -16,7 +18,9 @@ from hermes_redis.cli.render import (
     usage_warning,
 )
 from hermes_redis.cli.state import State, emit_json, json_option, pass_state
-from hermes_redis.client import HermesClient
+
+if TYPE_CHECKING:
+    from hermes_redis.client import HermesClient
 
 
 @click.command()
@@ -25,6 +29,8 @@ from hermes_redis.client import HermesClient
 @pass_state
 def info(state: State, session_id: str, as_json: bool) -> None:
     """Both tiers in one view: counts, tokens, context usage, TTL, summary, backlog."""
+    from hermes_redis.client import HermesClient
+
     mem = state.mem()
     if isinstance(mem, HermesClient):
         _remote_info(state, mem, state.sid(session_id), as_json)

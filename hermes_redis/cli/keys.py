@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from hermes_redis.cli.render import clean, stamp, table
 from hermes_redis.cli.state import State, emit_json, json_option, pass_state
-from hermes_redis.store.api_keys import KeyStore
-from hermes_redis.store.open import open_archive
+
+if TYPE_CHECKING:  # issue 43: loaded by the key commands only
+    from hermes_redis.store.api_keys import KeyStore
 
 
 @click.group()
@@ -16,6 +19,9 @@ def key() -> None:
 
 
 def _keys(state: State) -> KeyStore:
+    from hermes_redis.store.api_keys import KeyStore
+    from hermes_redis.store.open import open_archive
+
     state.refuse_remote("key commands run")
     archive = open_archive(state.config())
     click.get_current_context().call_on_close(archive.close)  # a PostgreSQL pool's threads

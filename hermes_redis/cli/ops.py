@@ -10,7 +10,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,9 +18,10 @@ from hermes_redis.cli.render import plural
 from hermes_redis.cli.state import State, emit_json, json_option, pass_state
 from hermes_redis.core.config import Config
 from hermes_redis.core.errors import ConfigError, ListenError
-from hermes_redis.session_memory import SessionMemory
 from hermes_redis.store import embedded
-from hermes_redis.store.api_keys import KeyStore
+
+if TYPE_CHECKING:  # issue 43: --help imports no store
+    from hermes_redis.session_memory import SessionMemory
 
 
 @click.command()
@@ -205,6 +206,8 @@ def _keys_for(mem: SessionMemory, host: str, workers: int) -> int:
         raise ConfigError(f"{config.source}: --workers {workers} needs memory.session.backend: redis "
                           f"(the {mem.hot.name} backend keeps sessions inside one process); "
                           "use --workers 1")
+    from hermes_redis.store.api_keys import KeyStore
+
     active = KeyStore(mem.cold).active()
     if active == 0 and not loopback_name(host):
         raise ConfigError(f"refusing to listen on {host} with no API keys: anyone could read every "

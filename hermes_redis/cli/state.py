@@ -4,17 +4,18 @@ works without Redis) and the few options and outputs that repeat across commands
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hermes_redis.client import HermesClient
 from hermes_redis.core import config as config_mod
 from hermes_redis.core.api import SessionAPI
 from hermes_redis.core.config import Config
 from hermes_redis.core.errors import AuthError, ConfigError, HermesError
 from hermes_redis.core.tokens import Tokenizer, get_tokenizer
-from hermes_redis.session_memory import SessionMemory
+
+if TYPE_CHECKING:  # issue 43: --help and the parsing import neither the store nor httpx
+    from hermes_redis.session_memory import SessionMemory
 
 STATUS_CHOICES = ("active", "archived", "deleted", "all")
 TITLE_CELLS = 32
@@ -40,13 +41,19 @@ class State:
     def mem(self) -> SessionAPI:
         """What a command operates: in-process, or a `hermes-redis serve` through --server."""
         if self._mem is None:
-            self._mem = (HermesClient(self.server_url, self.api_key) if self.server_url
-                         else SessionMemory(self.config()))
+            if self.server_url:
+                from hermes_redis.client import HermesClient
+                self._mem = HermesClient(self.server_url, self.api_key)
+            else:
+                from hermes_redis.session_memory import SessionMemory
+                self._mem = SessionMemory(self.config())
         return self._mem
 
     def local(self, what: str) -> SessionMemory:
         """The in-process SessionMemory: ``what`` runs on the server's host, not via --server."""
         self.refuse_remote(f"{what} runs")
+        from hermes_redis.session_memory import SessionMemory
+
         mem = self.mem()
         assert isinstance(mem, SessionMemory)
         return mem
@@ -61,6 +68,8 @@ class State:
     def tokenizer(self) -> Tokenizer:
         """The library's tokenizer in-process; through --server the default encoding's (the
         server does not say which it uses: the verbatim parts' counts are its own either way)."""
+        from hermes_redis.session_memory import SessionMemory
+
         mem = self.mem()
         if isinstance(mem, SessionMemory):
             return mem.tokenizer
