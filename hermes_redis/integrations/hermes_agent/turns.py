@@ -66,15 +66,26 @@ def row_of(m: Mapping[str, Any], message_id: str) -> dict[str, Any]:
     return row
 
 
+def parsed_calls(calls: Any) -> list[Any]:
+    """A message's tool calls as a list, whether Hermes held them parsed or as JSON text
+    ([] for none or for text that is not a JSON list)."""
+    if isinstance(calls, str):
+        try:
+            calls = json.loads(calls)
+        except ValueError:
+            return []
+    return calls if isinstance(calls, list) else []
+
+
 def calls_text(calls: Any) -> str:
     """What a tool-call message says, for search and summaries: ``name(arguments)`` each."""
     if isinstance(calls, str):
         try:
             calls = json.loads(calls)
         except ValueError:
-            return calls[:500]
+            return calls[:500]  # not JSON: its text as it is
     said = []
-    for call in calls if isinstance(calls, list) else []:
+    for call in parsed_calls(calls):
         fn = call.get("function", {}) if isinstance(call, Mapping) else {}
         if isinstance(fn, Mapping):
             said.append(f"{fn.get('name', 'tool')}({str(fn.get('arguments', ''))[:300]})")
@@ -106,16 +117,8 @@ def chat_of(m: Message) -> dict[str, Any]:
 
 def links(message: Mapping[str, Any]) -> tuple[set[str], set[str]]:
     """(tool call ids ``message`` makes, the one it answers)."""
-    made: set[str] = set()
-    calls = message.get("tool_calls")
-    if isinstance(calls, str):
-        try:
-            calls = json.loads(calls)
-        except ValueError:
-            calls = None
-    for call in calls or ():
-        if isinstance(call, Mapping) and call.get("id"):
-            made.add(str(call["id"]))
+    made = {str(call["id"]) for call in parsed_calls(message.get("tool_calls"))
+            if isinstance(call, Mapping) and call.get("id")}
     answered = {str(message["tool_call_id"])} if message.get("role") == "tool" and \
         message.get("tool_call_id") else set()
     return made, answered
